@@ -1,0 +1,48 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/idemnode/idemnode/fsm"
+)
+
+// runExpiry is the leader's expiry ticker. Deleting expired records goes
+// through the log like any write (as Consul reaps tombstones), so every
+// node deletes the same records at the same point.
+func (n *Node) runExpiry() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.ExpiryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			n.expireDue()
+		}
+	}
+}
+
+// expireDue proposes Expire entries while this node leads and records are
+// due, each bounded by ExpiryLimit so expiry never stalls other writes.
+func (n *Node) expireDue() {
+	for n.raft.State() == raft.Leader {
+		next, ok := n.Machine().NextExpiry()
+		if !ok || next > n.now() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		res, err := n.Apply(ctx, &fsm.Command{Type: fsm.TypeExpire, Limit: n.cfg.ExpiryLimit})
+		cancel()
+		if err != nil {
+			n.log.Warn("propose expire", "err", err)
+			return
+		}
+		if res.Expired < int(n.cfg.ExpiryLimit) {
+			return
+		}
+	}
+}

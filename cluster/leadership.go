@@ -1,0 +1,97 @@
+package cluster
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/idemnode/idemnode/fsm"
+)
+
+// termStart records the first entry a leader applied in its term. Until it
+// is applied, the leader's commit index may lag what an earlier leader
+// committed, so linearizable reads wait for it (Raft §6.4).
+type termStart struct {
+	term  uint64
+	index uint64
+}
+
+// leaderState is the per-term readiness of this node as leader.
+type leaderState struct {
+	ready atomic.Pointer[termStart]
+}
+
+// watchLeadership reacts to raft's leadership notifications: on gaining
+// leadership it commits a no-op state-machine command (Expire with limit 0),
+// which both advances FSM time and marks the term's start for reads.
+func (n *Node) watchLeadership() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case isLeader := <-n.leaderNotify:
+			if isLeader {
+				n.log.Info("became leader", "term", n.raft.CurrentTerm())
+				n.establishTerm()
+			} else {
+				n.log.Info("lost leadership")
+			}
+		}
+	}
+}
+
+// establishTerm commits the term's first command, retrying while this node
+// stays leader.
+func (n *Node) establishTerm() {
+	for n.raft.State() == raft.Leader {
+		term := n.raft.CurrentTerm()
+		f := n.raft.Apply(fsm.EncodeCommand(&fsm.Command{Type: fsm.TypeExpire, Now: n.now()}), 5*time.Second)
+		if err := f.Error(); err == nil {
+			n.leader.ready.Store(&termStart{term: term, index: f.Index()})
+			return
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// LinearizableBarrier returns once the local state machine reflects every
+// write committed before the call: the node confirms with a quorum that it
+// is still leader, then waits until it has applied the commit index it saw
+// at the start. A follower gets ErrNotLeader and must forward the read.
+func (n *Node) LinearizableBarrier(ctx context.Context) error {
+	if n.raft.State() != raft.Leader {
+		return ErrNotLeader
+	}
+	ts, err := n.waitTermStart(ctx)
+	if err != nil {
+		return err
+	}
+	readIndex := max(n.raft.CommitIndex(), ts.index)
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return translate(err)
+	}
+	return n.fsm.waitApplied(ctx, readIndex)
+}
+
+// waitTermStart waits until this leader committed its term's first entry.
+func (n *Node) waitTermStart(ctx context.Context) (*termStart, error) {
+	var ts *termStart
+	err := n.waitFor(ctx, func() bool {
+		ts = n.leader.ready.Load()
+		return n.raft.State() != raft.Leader || (ts != nil && ts.term == n.raft.CurrentTerm())
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n.raft.State() != raft.Leader {
+		return nil, ErrNotLeader
+	}
+	return ts, nil
+}

@@ -1,0 +1,182 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/idemnode/idemnode/fsm"
+)
+
+// Node is one idemnode server: the Raft instance, its stores and the state
+// machine. Writes go through Apply, reads through Read.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	raft  *raft.Raft
+	fsm   *trackedFSM
+	store *raftboltdb.BoltStore
+	trans *raft.NetworkTransport
+
+	// leaderNotify receives raft's leadership changes (Config.NotifyCh).
+	leaderNotify chan bool
+	leader       leaderState
+
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closeErr error
+	closed   sync.Once
+}
+
+// Open starts a node on cfg.DataDir, restoring whatever state is there.
+func Open(cfg Config) (*Node, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), fsm: newTrackedFSM(),
+		leaderNotify: make(chan bool, 16), stop: make(chan struct{})}
+	if err := n.openRaft(); err != nil {
+		n.closeStores()
+		return nil, err
+	}
+	n.wg.Add(2)
+	go n.watchLeadership()
+	go n.runExpiry()
+	return n, nil
+}
+
+func (n *Node) openRaft() error {
+	var err error
+	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.cfg.DataDir, "raft.db")})
+	if err != nil {
+		return fmt.Errorf("open log store: %w", err)
+	}
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, n.cfg.SnapshotRetain, hlog)
+	if err != nil {
+		return fmt.Errorf("open snapshot store: %w", err)
+	}
+	stream, err := newBoundStreamLayer(n.cfg.RaftAddr, n.cfg.RaftAdvertise)
+	if err != nil {
+		return err
+	}
+	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog,
+	})
+	rc := n.raftConfig(hlog)
+	existing, err := raft.HasExistingState(n.store, n.store, snaps)
+	if err != nil {
+		return fmt.Errorf("inspect raft state: %w", err)
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.trans)
+	if err != nil {
+		return fmt.Errorf("start raft: %w", err)
+	}
+	if n.cfg.Bootstrap && !existing {
+		err := n.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{
+			{Suffrage: raft.Voter, ID: raft.ServerID(n.cfg.NodeID), Address: n.trans.LocalAddr()},
+		}}).Error()
+		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return fmt.Errorf("bootstrap: %w", err)
+		}
+	}
+	return nil
+}
+
+func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(n.cfg.NodeID)
+	rc.Logger = hlog
+	rc.NotifyCh = n.leaderNotify
+	rc.SnapshotThreshold = n.cfg.SnapshotThreshold
+	rc.SnapshotInterval = n.cfg.SnapshotInterval
+	// Loopback and LAN clusters detect a dead leader in about a second.
+	rc.HeartbeatTimeout = 1000 * time.Millisecond
+	rc.ElectionTimeout = 1000 * time.Millisecond
+	rc.LeaderLeaseTimeout = 500 * time.Millisecond
+	rc.CommitTimeout = 20 * time.Millisecond
+	return rc
+}
+
+// now is the wall clock this node stamps into the commands it proposes.
+func (n *Node) now() int64 {
+	return time.Now().Add(n.cfg.ClockOffset).UnixNano()
+}
+
+// Machine returns the local state machine for stale reads and status.
+func (n *Node) Machine() *fsm.Machine { return n.fsm.Machine }
+
+// Raft exposes the raft instance to the rest of the cluster package and tests.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// ID returns the node id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// RaftAddr returns the address peers dial for Raft.
+func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
+
+// Close shuts raft down and closes the stores. It is safe to call twice.
+func (n *Node) Close() error {
+	n.closed.Do(func() {
+		close(n.stop)
+		if n.raft != nil {
+			if err := n.raft.Shutdown().Error(); err != nil {
+				n.closeErr = fmt.Errorf("shutdown raft: %w", err)
+			}
+		}
+		n.wg.Wait()
+		if err := n.closeStores(); err != nil && n.closeErr == nil {
+			n.closeErr = err
+		}
+	})
+	return n.closeErr
+}
+
+func (n *Node) closeStores() error {
+	var errs []error
+	if n.trans != nil {
+		errs = append(errs, n.trans.Close())
+	}
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close stores: %w", err)
+	}
+	return nil
+}
+
+// WaitForLeader blocks until some node is known as leader or ctx ends.
+func (n *Node) WaitForLeader(ctx context.Context) error {
+	return n.waitFor(ctx, func() bool { addr, _ := n.raft.LeaderWithID(); return addr != "" })
+}
+
+// waitFor waits for cond, re-checking on raft's leadership observations
+// and at a short interval, since raft offers no broadcast for every change.
+func (n *Node) waitFor(ctx context.Context, cond func() bool) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.stop:
+			return ErrShutdown
+		case <-t.C:
+		}
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package cluster
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Status is a node's view of itself and the cluster.
+type Status struct {
+	NodeID       string
+	State        string // leader, follower, candidate, shutdown
+	LeaderID     string
+	LeaderAddr   string // the leader's gRPC address, when known
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64 // the last entry the state machine applied
+	Records      int
+	Digest       string
+	FSMTime      int64
+}
+
+// Status reports the node's raft state and a digest of its state machine.
+// The digest walks every record, so it is for operators and tests, not for
+// a hot path.
+func (n *Node) Status() Status {
+	_, leaderID := n.raft.LeaderWithID()
+	m := n.Machine()
+	return Status{
+		NodeID:       n.cfg.NodeID,
+		State:        strings.ToLower(n.raft.State().String()),
+		LeaderID:     string(leaderID),
+		LeaderAddr:   n.grpcAddrOf(string(leaderID)),
+		Term:         n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.fsm.Applied(),
+		Records:      m.Len(),
+		Digest:       m.Digest(),
+		FSMTime:      m.Now(),
+	}
+}
+
+// grpcAddrOf returns the client address of a node by id; this node knows
+// its own, and the others' come from membership metadata.
+func (n *Node) grpcAddrOf(id string) string {
+	if id == "" {
+		return ""
+	}
+	if id == n.cfg.NodeID {
+		return n.cfg.GRPCAdvertise
+	}
+	return ""
+}
+
+// Ready reports whether this node can serve: it knows a leader and its state
+// machine has applied everything it knows to be committed.
+func (n *Node) Ready() error {
+	if addr, _ := n.raft.LeaderWithID(); addr == "" {
+		return ErrNoLeader
+	}
+	if applied, commit := n.fsm.Applied(), n.raft.CommitIndex(); applied < commit {
+		return fmt.Errorf("catching up: applied %d of %d", applied, commit)
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/rpc"
+)
+
+type serveFlags struct {
+	nodeID            string
+	dataDir           string
+	grpcAddr          string
+	raftAddr          string
+	raftAdvertise     string
+	httpAddr          string
+	dev               bool
+	expiryInterval    time.Duration
+	snapshotThreshold uint64
+	snapshotInterval  time.Duration
+	logLevel          string
+	logFormat         string
+	clockOffset       time.Duration
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	host, _ := os.Hostname()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run an idemnode server",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.nodeID, "node-id", host, "unique, stable id of this node")
+	fl.StringVar(&f.dataDir, "data-dir", "", "directory for the Raft log and snapshots (required unless --dev)")
+	fl.StringVar(&f.grpcAddr, "grpc-addr", "127.0.0.1:7400", "gRPC API listen address")
+	fl.StringVar(&f.raftAddr, "raft-addr", "127.0.0.1:7401", "Raft listen address")
+	fl.StringVar(&f.raftAdvertise, "raft-advertise", "", "Raft address peers dial (default: --raft-addr)")
+	fl.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:7403", "HTTP address for /healthz, /readyz, /metrics (empty: off)")
+	fl.BoolVar(&f.dev, "dev", false, "single development node with data in ./idemnode-data")
+	fl.DurationVar(&f.expiryInterval, "expiry-interval", time.Second, "how often the leader expires records past their TTL")
+	fl.Uint64Var(&f.snapshotThreshold, "snapshot-threshold", 8192, "log entries between snapshots")
+	fl.DurationVar(&f.snapshotInterval, "snapshot-interval", 2*time.Minute, "how often to check whether to snapshot")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fl.DurationVar(&f.clockOffset, "fault-clock-offset", 0, "FAULT INJECTION: shift this node's clock (tests only)")
+	_ = fl.MarkHidden("fault-clock-offset")
+	return cmd
+}
+
+func (f *serveFlags) validate() error {
+	if f.dev && f.dataDir == "" {
+		f.dataDir = "idemnode-data"
+	}
+	if f.dataDir == "" {
+		return errors.New("--data-dir is required (or --dev for a development node in ./idemnode-data)")
+	}
+	if f.nodeID == "" {
+		return errors.New("--node-id is required")
+	}
+	if f.expiryInterval <= 0 {
+		return fmt.Errorf("--expiry-interval must be positive, got %s", f.expiryInterval)
+	}
+	return nil
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
+}
+
+// serve wires a node, the gRPC API and the HTTP endpoints, and runs them
+// until SIGINT or SIGTERM.
+func serve(ctx context.Context, f serveFlags) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	log, err := newLogger(f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	grpcLn, err := net.Listen("tcp", f.grpcAddr)
+	if err != nil {
+		return runtimeError{fmt.Errorf("listen grpc: %w", err)}
+	}
+	node, err := cluster.Open(cluster.Config{
+		NodeID:            f.nodeID,
+		DataDir:           f.dataDir,
+		RaftAddr:          f.raftAddr,
+		RaftAdvertise:     f.raftAdvertise,
+		GRPCAdvertise:     grpcLn.Addr().String(),
+		Bootstrap:         true,
+		SnapshotThreshold: f.snapshotThreshold,
+		SnapshotInterval:  f.snapshotInterval,
+		ExpiryInterval:    f.expiryInterval,
+		ClockOffset:       f.clockOffset,
+		Logger:            log,
+	})
+	if err != nil {
+		grpcLn.Close()
+		return runtimeError{fmt.Errorf("open node: %w", err)}
+	}
+	defer node.Close()
+
+	api := rpc.NewServer(node, rpc.DefaultLimits(), log)
+	g := grpc.NewServer()
+	api.Register(g)
+	errc := make(chan error, 2)
+	go func() { errc <- g.Serve(grpcLn) }()
+	httpSrv := startHTTP(f.httpAddr, node, errc)
+
+	log.Info("idemnode serving", "node", f.nodeID, "grpc", grpcLn.Addr().String(), "raft", node.RaftAddr(),
+		"http", f.httpAddr, "data", f.dataDir)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-errc:
+		return runtimeError{fmt.Errorf("server: %w", err)}
+	}
+	api.Shutdown()
+	stopGRPC(g, 5*time.Second)
+	if httpSrv != nil {
+		httpSrv.Close()
+	}
+	if err := node.Close(); err != nil {
+		return runtimeError{err}
+	}
+	return nil
+}
+
+// stopGRPC drains in-flight calls, then cuts what is left after grace.
+func stopGRPC(g *grpc.Server, grace time.Duration) {
+	done := make(chan struct{})
+	go func() { g.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		g.Stop()
+	}
+}
+
+func startHTTP(addr string, node *cluster.Node, errc chan<- error) *http.Server {
+	if addr == "" {
+		return nil
+	}
+	srv := &http.Server{Addr: addr, Handler: httpHandler(node), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("http: %w", err)
+		}
+	}()
+	return srv
+}

@@ -1,0 +1,137 @@
+package fsm
+
+import "bytes"
+
+// The handlers below implement the outcome tables of DESIGN.md §2. Each runs
+// with FSM time already advanced to the command's Now, reads and writes only
+// s, and returns its result: no clock, no randomness, no map iteration.
+
+// applyClaim decides a claim; token is what the claim holds if it wins.
+func (s *state) applyClaim(c *Command, token uint64) Result {
+	now := s.now
+	r, ok := s.live(c.Key)
+	switch {
+	case !ok:
+		won := &Record{
+			RecordKey:      c.Key,
+			State:          StatePending,
+			Fingerprint:    c.Fingerprint,
+			Owner:          c.Owner,
+			Token:          token,
+			Attempt:        1,
+			LeaseExpiresAt: now + c.Lease,
+			CreatedAt:      now,
+			ExpiresAt:      max(now+c.TTL, now+c.Lease),
+		}
+		s.put(won)
+		return Result{Outcome: OutcomeWon, Record: won}
+	case !bytes.Equal(r.Fingerprint, c.Fingerprint):
+		return Result{Outcome: OutcomeMismatch}
+	case r.State == StateCompleted:
+		return Result{Outcome: OutcomeCompleted, Record: r}
+	case r.Owner == c.Owner:
+		return Result{Outcome: OutcomeWon, Record: r}
+	case r.LeaseExpiresAt > now:
+		return Result{Outcome: OutcomeInProgress, Record: r}
+	}
+	// The holder's lease ran out: the claim takes the record over with a new,
+	// larger token, which fences every call the old holder still makes.
+	taken := *r
+	taken.Owner = c.Owner
+	taken.Token = token
+	taken.Attempt = r.Attempt + 1
+	taken.LeaseExpiresAt = now + c.Lease
+	taken.ExpiresAt = max(r.ExpiresAt, taken.LeaseExpiresAt)
+	s.put(&taken)
+	return Result{Outcome: OutcomeWon, Record: &taken}
+}
+
+func (s *state) applyComplete(c *Command) Result {
+	r, ok := s.live(c.Key)
+	switch {
+	case !ok:
+		return Result{Outcome: OutcomeNotFound}
+	case r.Token != c.Token:
+		return Result{Outcome: OutcomeFenced}
+	case r.State == StateCompleted && responsesEqual(r.Response, c.Response):
+		return Result{Outcome: OutcomeOK, Record: r}
+	case r.State == StateCompleted:
+		// The same holder completing again with other bytes: the first
+		// completion stands, and nothing of it is revealed.
+		return Result{Outcome: OutcomeMismatch}
+	}
+	done := *r
+	done.State = StateCompleted
+	done.CompletedAt = s.now
+	done.LeaseExpiresAt = 0
+	done.Response = c.Response
+	if done.Response == nil {
+		done.Response = &Response{}
+	}
+	s.put(&done)
+	return Result{Outcome: OutcomeOK, Record: &done}
+}
+
+func (s *state) applyRelease(c *Command) Result {
+	r, ok := s.live(c.Key)
+	switch {
+	case !ok:
+		return Result{Outcome: OutcomeOK}
+	case r.Token != c.Token || r.State != StatePending:
+		return Result{Outcome: OutcomeFenced}
+	}
+	s.remove(c.Key)
+	return Result{Outcome: OutcomeOK}
+}
+
+func (s *state) applyExtend(c *Command) Result {
+	r, ok := s.live(c.Key)
+	switch {
+	case !ok:
+		return Result{Outcome: OutcomeNotFound}
+	case r.Token != c.Token || r.State != StatePending:
+		return Result{Outcome: OutcomeFenced}
+	}
+	// The holder still owns the record even if its lease lapsed, as long as
+	// nobody took it over: the token check above is what fences.
+	ext := *r
+	ext.LeaseExpiresAt = max(r.LeaseExpiresAt, s.now+c.Lease)
+	ext.ExpiresAt = max(r.ExpiresAt, ext.LeaseExpiresAt)
+	s.put(&ext)
+	return Result{Outcome: OutcomeOK, Record: &ext}
+}
+
+// applyExpire deletes up to Limit records whose TTL ended, oldest first; the
+// bound keeps one entry from stalling the log however much has expired.
+func (s *state) applyExpire(c *Command, changed func(RecordKey)) Result {
+	var due []RecordKey
+	s.expiry.Ascend(func(it expiryItem) bool {
+		if it.at > s.now || len(due) >= int(c.Limit) {
+			return false
+		}
+		due = append(due, it.key)
+		return true
+	})
+	for _, k := range due {
+		s.remove(k)
+		changed(k)
+	}
+	return Result{Outcome: OutcomeOK, Expired: len(due)}
+}
+
+func responsesEqual(a, b *Response) bool {
+	if a == nil || b == nil {
+		return (a == nil || isEmpty(a)) && (b == nil || isEmpty(b))
+	}
+	if a.Status != b.Status || !bytes.Equal(a.Body, b.Body) || len(a.Headers) != len(b.Headers) {
+		return false
+	}
+	for i := range a.Headers {
+		if a.Headers[i] != b.Headers[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func isEmpty(r *Response) bool { return r.Status == 0 && len(r.Headers) == 0 && len(r.Body) == 0 }

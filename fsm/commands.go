@@ -1,0 +1,51 @@
+package fsm
+
+// CommandType selects the handler of a command. The zero value is invalid so
+// that a zeroed or truncated entry never decodes into a real command.
+type CommandType uint8
+
+const (
+	// TypeUnknown is never valid.
+	TypeUnknown CommandType = iota
+	// TypeClaim claims a key (Key, Fingerprint, Owner, Lease, TTL).
+	TypeClaim
+	// TypeComplete stores the response of the holder of Token.
+	TypeComplete
+	// TypeRelease deletes a PENDING record held by Token.
+	TypeRelease
+	// TypeExtend pushes the lease of the holder of Token.
+	TypeExtend
+	// TypeExpire deletes at most Limit records whose TTL has passed.
+	TypeExpire
+	// TypeBatch applies Batch in order, as if each were its own entry.
+	TypeBatch
+	typeEnd
+)
+
+var typeNames = [...]string{"unknown", "claim", "complete", "release", "extend", "expire", "batch"}
+
+// String returns the lower-case name of the command type.
+func (t CommandType) String() string {
+	if int(t) < len(typeNames) {
+		return typeNames[t]
+	}
+	return "unknown"
+}
+
+// Command is one state-machine command. Which fields matter depends on Type;
+// the rest stay zero. The proposing leader stamps Now (its wall clock, Unix
+// nanoseconds); the state machine never reads a clock of its own.
+type Command struct {
+	Type CommandType
+	Now  int64
+
+	Key         RecordKey // claim, complete, release, extend
+	Fingerprint []byte    // claim
+	Owner       string    // claim
+	Lease       int64     // claim, extend: nanoseconds
+	TTL         int64     // claim: nanoseconds
+	Token       uint64    // complete, release, extend
+	Response    *Response // complete
+	Limit       uint32    // expire
+	Batch       []*Command
+}

@@ -1,0 +1,203 @@
+package fsm
+
+import "fmt"
+
+// commandFormat is the first byte of every encoded command, so a later
+// format can be told apart from this one.
+const commandFormat byte = 1
+
+// EncodeCommand returns the log-entry form of c.
+func EncodeCommand(c *Command) []byte {
+	e := encoder{buf: make([]byte, 0, 64+len(c.Fingerprint)+responseSize(c.Response))}
+	e.byte1(commandFormat)
+	e.command(c)
+	return e.buf
+}
+
+// DecodeCommand parses what EncodeCommand wrote. It returns an error, never
+// panics, for any input.
+func DecodeCommand(b []byte) (*Command, error) {
+	d := decoder{buf: b}
+	if v := d.byte1(); d.err == nil && v != commandFormat {
+		return nil, fmt.Errorf("%w: command format %d", ErrMalformed, v)
+	}
+	c := d.command(true)
+	if err := d.finish(); err != nil {
+		return nil, fmt.Errorf("decode command: %w", err)
+	}
+	return c, nil
+}
+
+func (e *encoder) command(c *Command) {
+	e.byte1(byte(c.Type))
+	e.varint(c.Now)
+	switch c.Type {
+	case TypeClaim:
+		e.key(c.Key)
+		e.bytes(c.Fingerprint)
+		e.string(c.Owner)
+		e.varint(c.Lease)
+		e.varint(c.TTL)
+	case TypeComplete:
+		e.key(c.Key)
+		e.uvarint(c.Token)
+		e.response(c.Response)
+	case TypeRelease:
+		e.key(c.Key)
+		e.uvarint(c.Token)
+	case TypeExtend:
+		e.key(c.Key)
+		e.uvarint(c.Token)
+		e.varint(c.Lease)
+	case TypeExpire:
+		e.uvarint(uint64(c.Limit))
+	case TypeBatch:
+		e.uvarint(uint64(len(c.Batch)))
+		for _, sub := range c.Batch {
+			e.command(sub)
+		}
+	}
+}
+
+// command decodes one command; a Batch may not nest (top is false inside one).
+func (d *decoder) command(top bool) *Command {
+	c := &Command{Type: CommandType(d.byte1()), Now: d.varint()}
+	switch c.Type {
+	case TypeClaim:
+		c.Key = d.key()
+		c.Fingerprint = d.bytes()
+		c.Owner = d.string()
+		c.Lease = d.varint()
+		c.TTL = d.varint()
+	case TypeComplete:
+		c.Key = d.key()
+		c.Token = d.uvarint()
+		c.Response = d.response()
+	case TypeRelease:
+		c.Key = d.key()
+		c.Token = d.uvarint()
+	case TypeExtend:
+		c.Key = d.key()
+		c.Token = d.uvarint()
+		c.Lease = d.varint()
+	case TypeExpire:
+		limit := d.uvarint()
+		if limit > 1<<32-1 {
+			d.fail(fmt.Errorf("%w: expire limit %d", ErrMalformed, limit))
+		}
+		c.Limit = uint32(limit)
+	case TypeBatch:
+		if !top {
+			d.fail(fmt.Errorf("%w: nested batch", ErrMalformed))
+			return c
+		}
+		n := d.count(2)
+		if n > MaxBatch {
+			d.fail(fmt.Errorf("%w: batch of %d commands, limit %d", ErrMalformed, n, MaxBatch))
+			return c
+		}
+		c.Batch = make([]*Command, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			c.Batch = append(c.Batch, d.command(false))
+		}
+	default:
+		d.fail(fmt.Errorf("%w: command type %d", ErrMalformed, c.Type))
+	}
+	return c
+}
+
+func (e *encoder) key(k RecordKey) {
+	e.string(k.Tenant)
+	e.string(k.Scope)
+	e.string(k.Key)
+}
+
+func (d *decoder) key() RecordKey {
+	return RecordKey{Tenant: d.string(), Scope: d.string(), Key: d.string()}
+}
+
+// response encodes a presence byte first, so "no response" and "an empty
+// response" stay different.
+func (e *encoder) response(r *Response) {
+	if r == nil {
+		e.byte1(0)
+		return
+	}
+	e.byte1(1)
+	e.varint(int64(r.Status))
+	e.uvarint(uint64(len(r.Headers)))
+	for _, h := range r.Headers {
+		e.string(h.Name)
+		e.string(h.Value)
+	}
+	e.bytes(r.Body)
+}
+
+func (d *decoder) response() *Response {
+	switch d.byte1() {
+	case 0:
+		return nil
+	case 1:
+	default:
+		d.fail(fmt.Errorf("%w: response presence byte", ErrMalformed))
+		return nil
+	}
+	r := &Response{Status: int32(d.varint())}
+	if n := d.count(2); n > 0 {
+		r.Headers = make([]Header, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			r.Headers = append(r.Headers, Header{Name: d.string(), Value: d.string()})
+		}
+	}
+	r.Body = d.bytes()
+	return r
+}
+
+func responseSize(r *Response) int {
+	if r == nil {
+		return 0
+	}
+	n := len(r.Body) + 16
+	for _, h := range r.Headers {
+		n += len(h.Name) + len(h.Value) + 4
+	}
+	return n
+}
+
+// record encodes every field of a record; snapshots and the digest use it,
+// so two equal records always encode to equal bytes.
+func (e *encoder) record(r *Record) {
+	e.key(r.RecordKey)
+	e.byte1(byte(r.State))
+	e.bytes(r.Fingerprint)
+	e.string(r.Owner)
+	e.uvarint(r.Token)
+	e.uvarint(uint64(r.Attempt))
+	e.varint(r.LeaseExpiresAt)
+	e.varint(r.CreatedAt)
+	e.varint(r.ExpiresAt)
+	e.varint(r.CompletedAt)
+	e.response(r.Response)
+}
+
+func (d *decoder) record() *Record {
+	r := &Record{RecordKey: d.key(), State: State(d.byte1())}
+	r.Fingerprint = d.bytes()
+	r.Owner = d.string()
+	r.Token = d.uvarint()
+	attempt := d.uvarint()
+	r.LeaseExpiresAt = d.varint()
+	r.CreatedAt = d.varint()
+	r.ExpiresAt = d.varint()
+	r.CompletedAt = d.varint()
+	r.Response = d.response()
+	if d.err != nil {
+		return nil
+	}
+	if attempt > 1<<32-1 || (r.State != StatePending && r.State != StateCompleted) {
+		d.fail(fmt.Errorf("%w: record %q: state %d, attempt %d", ErrMalformed, r.Key, r.State, attempt))
+		return nil
+	}
+	r.Attempt = uint32(attempt)
+	return r
+}

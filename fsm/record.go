@@ -1,0 +1,91 @@
+package fsm
+
+import "strings"
+
+// State is the lifecycle state of a record.
+type State uint8
+
+const (
+	// StateUnknown is the zero value; no stored record has it.
+	StateUnknown State = iota
+	// StatePending means a holder is executing the side effect.
+	StatePending
+	// StateCompleted means a response is stored and is replayed to every retry.
+	StateCompleted
+)
+
+// String returns the lower-case name of the state.
+func (s State) String() string {
+	switch s {
+	case StatePending:
+		return "pending"
+	case StateCompleted:
+		return "completed"
+	default:
+		return "unknown"
+	}
+}
+
+// RecordKey addresses a record: the same key under two scopes or two
+// tenants is two records.
+type RecordKey struct {
+	Tenant string
+	Scope  string
+	Key    string
+}
+
+// compare orders keys by tenant, scope, then key. Every deterministic walk
+// of the state (snapshot, digest, expiry ties) uses this order.
+func (k RecordKey) compare(o RecordKey) int {
+	if c := strings.Compare(k.Tenant, o.Tenant); c != 0 {
+		return c
+	}
+	if c := strings.Compare(k.Scope, o.Scope); c != 0 {
+		return c
+	}
+	return strings.Compare(k.Key, o.Key)
+}
+
+// Header is one response header line; headers are ordered and a name may repeat.
+type Header struct {
+	Name  string
+	Value string
+}
+
+// Response is what the holder stored on completion, replayed byte for byte.
+type Response struct {
+	Status  int32
+	Headers []Header
+	Body    []byte
+}
+
+// Record is one idempotency record. Records held by the Machine are
+// immutable: every change stores a new *Record, so readers, watchers and
+// snapshots may keep a pointer without a lock.
+type Record struct {
+	RecordKey
+	State       State
+	Fingerprint []byte
+	// Owner is the nonce of the claim attempt that holds (or held) the record.
+	Owner string
+	// Token is the fencing token of the winning claim (see TokenFor).
+	Token   uint64
+	Attempt uint32
+	// Times are FSM time in Unix nanoseconds.
+	LeaseExpiresAt int64
+	CreatedAt      int64
+	ExpiresAt      int64
+	CompletedAt    int64
+	Response       *Response
+}
+
+// TokenFor returns the fencing token of the command at position pos of the
+// batch in log entry index. Tokens are unique across the cluster and grow
+// with the log, so a later claim always holds a larger token.
+func TokenFor(index uint64, pos int) uint64 {
+	return index<<16 | uint64(pos)
+}
+
+// MaxBatch is the most commands one Batch may hold: the position must fit
+// the 16 low bits of a token.
+const MaxBatch = 1 << 16

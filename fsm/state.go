@@ -1,0 +1,73 @@
+package fsm
+
+import "github.com/google/btree"
+
+// btreeDegree trades node size against depth; 32 is the library's sweet spot
+// for small items.
+const btreeDegree = 32
+
+// expiryItem orders records by when their TTL ends, ties broken by key, so
+// Expire deletes in the same order on every node.
+type expiryItem struct {
+	at  int64
+	key RecordKey
+}
+
+func lessRecord(a, b *Record) bool { return a.RecordKey.compare(b.RecordKey) < 0 }
+
+func lessExpiry(a, b expiryItem) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.key.compare(b.key) < 0
+}
+
+// state is the replicated data: the records, an index by expiry, and FSM
+// time. It has no lock of its own; Machine serialises access.
+type state struct {
+	now     int64
+	records *btree.BTreeG[*Record]
+	expiry  *btree.BTreeG[expiryItem]
+}
+
+func newState() *state {
+	return &state{
+		records: btree.NewG(btreeDegree, lessRecord),
+		expiry:  btree.NewG(btreeDegree, lessExpiry),
+	}
+}
+
+// clone is O(1): the trees copy their nodes lazily on the next write, which
+// is what makes Snapshot cheap while Apply continues.
+func (s *state) clone() *state {
+	return &state{now: s.now, records: s.records.Clone(), expiry: s.expiry.Clone()}
+}
+
+func (s *state) get(k RecordKey) (*Record, bool) {
+	return s.records.Get(&Record{RecordKey: k})
+}
+
+// live returns the record under k unless it is absent or past its TTL: a
+// record that has expired but not yet been deleted by Expire is gone for
+// every command and read.
+func (s *state) live(k RecordKey) (*Record, bool) {
+	r, ok := s.get(k)
+	if !ok || r.ExpiresAt <= s.now {
+		return nil, false
+	}
+	return r, true
+}
+
+// put stores r, replacing any record under the same key.
+func (s *state) put(r *Record) {
+	if old, ok := s.records.ReplaceOrInsert(r); ok {
+		s.expiry.Delete(expiryItem{at: old.ExpiresAt, key: old.RecordKey})
+	}
+	s.expiry.ReplaceOrInsert(expiryItem{at: r.ExpiresAt, key: r.RecordKey})
+}
+
+func (s *state) remove(k RecordKey) {
+	if old, ok := s.records.Delete(&Record{RecordKey: k}); ok {
+		s.expiry.Delete(expiryItem{at: old.ExpiresAt, key: old.RecordKey})
+	}
+}

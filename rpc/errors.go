@@ -1,0 +1,89 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+
+	"github.com/idemnode/idemnode/cluster"
+)
+
+// ErrorDomain is the ErrorInfo domain of every error idemnode returns.
+const ErrorDomain = "idemnode.io"
+
+// Machine-readable reasons carried in errdetails.ErrorInfo.
+const (
+	ReasonInvalidField   = "INVALID_FIELD"
+	ReasonNotLeader      = "NOT_LEADER"
+	ReasonNoLeader       = "NO_LEADER"
+	ReasonLeadershipLost = "LEADERSHIP_LOST"
+	ReasonShuttingDown   = "SHUTTING_DOWN"
+	ReasonCommitTimeout  = "COMMIT_TIMEOUT"
+	ReasonInternal       = "INTERNAL"
+)
+
+// invalidField is a violation of an input limit.
+type invalidField struct {
+	field string
+	limit string
+	msg   string
+}
+
+func (e *invalidField) Error() string { return fmt.Sprintf("%s: %s (limit: %s)", e.field, e.msg, e.limit) }
+
+func invalid(field, limit, format string, args ...any) error {
+	return &invalidField{field: field, limit: limit, msg: fmt.Sprintf(format, args...)}
+}
+
+// withInfo builds a status carrying an ErrorInfo with reason and meta, and
+// a BadRequest when one is given.
+func withInfo(code codes.Code, reason, msg string, meta map[string]string, bad ...*errdetails.BadRequest) error {
+	st := status.New(code, msg)
+	details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: meta}}
+	for _, b := range bad {
+		details = append(details, b)
+	}
+	if withDetails, err := st.WithDetails(details...); err == nil {
+		st = withDetails
+	}
+	return st.Err()
+}
+
+// toStatus maps an error of validation or of the cluster onto a gRPC status.
+// This is the only place where errors become gRPC codes.
+func toStatus(err error, log *slog.Logger) error {
+	var inv *invalidField
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &inv):
+		return withInfo(codes.InvalidArgument, ReasonInvalidField, inv.Error(),
+			map[string]string{"field": inv.field, "limit": inv.limit},
+			&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: inv.field, Description: inv.Error()}}})
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, cluster.ErrNotLeader):
+		return withInfo(codes.Unavailable, ReasonNotLeader, err.Error(), nil)
+	case errors.Is(err, cluster.ErrNoLeader):
+		return withInfo(codes.Unavailable, ReasonNoLeader, err.Error(), nil)
+	case errors.Is(err, cluster.ErrLeadershipLost):
+		return withInfo(codes.Unavailable, ReasonLeadershipLost, err.Error(), nil)
+	case errors.Is(err, cluster.ErrShutdown):
+		return withInfo(codes.Unavailable, ReasonShuttingDown, err.Error(), nil)
+	case errors.Is(err, cluster.ErrTimeout):
+		return withInfo(codes.Unavailable, ReasonCommitTimeout, err.Error(), nil)
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	log.Error("internal error", "err", err)
+	return withInfo(codes.Internal, ReasonInternal, err.Error(), nil)
+}
