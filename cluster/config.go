@@ -20,8 +20,28 @@ type Config struct {
 	// GRPCAdvertise is this node's client-facing gRPC address, reported as
 	// the leader address to clients.
 	GRPCAdvertise string
-	// Bootstrap makes a node with no existing state form a one-node cluster.
+	// Bootstrap makes a node with no existing state form a one-node cluster
+	// when it has no gossip address (a standalone node).
 	Bootstrap bool
+
+	// GossipAddr is where memberlist listens (TCP and UDP); empty runs a
+	// standalone node without discovery. GossipAdvertise is what peers dial.
+	GossipAddr      string
+	GossipAdvertise string
+	// GossipProfile selects memberlist timings: "lan" (default) or "local"
+	// (faster failure detection, for loopback tests).
+	GossipProfile string
+	// Join lists gossip addresses of servers to join at start.
+	Join []string
+	// BootstrapExpect forms a new cluster once this many servers see each
+	// other; 0 or 1 with no Join bootstraps a single-node cluster.
+	BootstrapExpect int
+	// DeadServerCleanup removes a server dead for this long from the Raft
+	// configuration, only while a quorum of healthy voters remains; 0 is off.
+	DeadServerCleanup time.Duration
+	// ReconcileInterval is how often the leader reconciles membership with
+	// the Raft configuration besides reacting to membership events.
+	ReconcileInterval time.Duration
 
 	// SnapshotThreshold and SnapshotInterval control Raft log compaction.
 	SnapshotThreshold uint64
@@ -67,6 +87,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ExpiryLimit == 0 {
 		c.ExpiryLimit = 1000
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = 2 * time.Second
+	}
+	if c.BootstrapExpect < 0 || c.BootstrapExpect%2 == 0 && c.BootstrapExpect != 0 {
+		return c, fmt.Errorf("bootstrap-expect must be 0 or an odd number, got %d", c.BootstrapExpect)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

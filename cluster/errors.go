@@ -15,4 +15,6 @@ var (
 	// ErrTimeout means raft did not commit the command within the deadline;
 	// the command may still be applied later (an indeterminate outcome).
 	ErrTimeout = errors.New("timed out waiting for commit")
+	// ErrUnknownServer means no server with that id is in the configuration.
+	ErrUnknownServer = errors.New("unknown server")
 )

@@ -26,6 +26,8 @@ type Node struct {
 	fsm   *trackedFSM
 	store *raftboltdb.BoltStore
 	trans *raft.NetworkTransport
+	// members is nil on a standalone node (no gossip address).
+	members *membership
 
 	// leaderNotify receives raft's leadership changes (Config.NotifyCh).
 	leaderNotify chan bool
@@ -48,30 +50,56 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), fsm: newTrackedFSM(),
 		leaderNotify: make(chan bool, 16), stop: make(chan struct{})}
-	if err := n.openRaft(); err != nil {
+	existing, err := n.openRaft()
+	if err != nil {
 		n.closeStores()
 		return nil, err
 	}
 	n.wg.Add(2)
 	go n.watchLeadership()
 	go n.runExpiry()
+	if cfg.GossipAddr != "" {
+		if err := n.startMembership(existing); err != nil {
+			n.Close()
+			return nil, err
+		}
+	}
 	return n, nil
 }
 
-func (n *Node) openRaft() error {
+// startMembership joins gossip and starts bootstrap, join and reconcile.
+func (n *Node) startMembership(existing bool) error {
+	meta := memberMeta{Version: 1, Raft: n.RaftAddr(), GRPC: n.cfg.GRPCAdvertise, Expect: n.cfg.BootstrapExpect, InCluster: existing}
+	var err error
+	if n.members, err = newMembership(n.cfg, meta, n.log); err != nil {
+		return err
+	}
+	n.wg.Add(2)
+	go n.runReconcile()
+	go n.runBootstrap(existing)
+	if len(n.cfg.Join) > 0 {
+		n.wg.Add(1)
+		go n.runJoin()
+	}
+	return nil
+}
+
+// openRaft opens the stores and starts raft; it reports whether the node
+// had Raft state already.
+func (n *Node) openRaft() (bool, error) {
 	var err error
 	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.cfg.DataDir, "raft.db")})
 	if err != nil {
-		return fmt.Errorf("open log store: %w", err)
+		return false, fmt.Errorf("open log store: %w", err)
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, n.cfg.SnapshotRetain, hlog)
 	if err != nil {
-		return fmt.Errorf("open snapshot store: %w", err)
+		return false, fmt.Errorf("open snapshot store: %w", err)
 	}
 	stream, err := newBoundStreamLayer(n.cfg.RaftAddr, n.cfg.RaftAdvertise)
 	if err != nil {
-		return err
+		return false, err
 	}
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog,
@@ -79,21 +107,21 @@ func (n *Node) openRaft() error {
 	rc := n.raftConfig(hlog)
 	existing, err := raft.HasExistingState(n.store, n.store, snaps)
 	if err != nil {
-		return fmt.Errorf("inspect raft state: %w", err)
+		return false, fmt.Errorf("inspect raft state: %w", err)
 	}
 	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.trans)
 	if err != nil {
-		return fmt.Errorf("start raft: %w", err)
+		return false, fmt.Errorf("start raft: %w", err)
 	}
 	if n.cfg.Bootstrap && !existing {
 		err := n.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{
 			{Suffrage: raft.Voter, ID: raft.ServerID(n.cfg.NodeID), Address: n.trans.LocalAddr()},
 		}}).Error()
 		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			return fmt.Errorf("bootstrap: %w", err)
+			return false, fmt.Errorf("bootstrap: %w", err)
 		}
 	}
-	return nil
+	return existing, nil
 }
 
 func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
@@ -132,6 +160,11 @@ func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 func (n *Node) Close() error {
 	n.closed.Do(func() {
 		close(n.stop)
+		if n.members != nil {
+			if err := n.members.shutdown(); err != nil {
+				n.closeErr = fmt.Errorf("shutdown memberlist: %w", err)
+			}
+		}
 		if n.raft != nil {
 			if err := n.raft.Shutdown().Error(); err != nil {
 				n.closeErr = fmt.Errorf("shutdown raft: %w", err)

@@ -48,6 +48,11 @@ func (n *Node) grpcAddrOf(id string) string {
 	if id == n.cfg.NodeID {
 		return n.cfg.GRPCAdvertise
 	}
+	if n.members != nil {
+		if m, ok := n.members.member(id); ok {
+			return m.GRPC
+		}
+	}
 	return ""
 }
 
@@ -61,4 +66,10 @@ func (n *Node) Ready() error {
 		return fmt.Errorf("catching up: applied %d of %d", applied, commit)
 	}
 	return nil
+}
+
+// Leader returns the leader's id and gRPC address, empty when none is known.
+func (n *Node) Leader() (id, grpcAddr string) {
+	_, lid := n.raft.LeaderWithID()
+	return string(lid), n.grpcAddrOf(string(lid))
 }

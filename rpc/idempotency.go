@@ -3,11 +3,15 @@ package rpc
 import (
 	"context"
 
-	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/grpc"
 
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
+
+// Each handler validates the request here, on the node that received it,
+// so bad input never travels; then routed runs it locally on the leader or
+// forwards the request unchanged to the leader.
 
 // Claim claims a key; with wait > 0 an IN_PROGRESS claim is held until the
 // record leaves PENDING (see claimWaiting).
@@ -16,17 +20,18 @@ func (s *Server) Claim(ctx context.Context, req *idempb.ClaimRequest) (*idempb.C
 	if err != nil {
 		return nil, toStatus(err, s.log)
 	}
-	res, err := s.apply(ctx, cmd)
-	if err != nil {
-		return nil, err
-	}
-	if res.Outcome == fsm.OutcomeInProgress && wait > 0 {
-		res, err = s.claimWaiting(ctx, cmd, res, wait)
+	return routed(ctx, s, func(ctx context.Context) (*idempb.ClaimResponse, error) {
+		res, err := s.backend.Apply(ctx, cmd)
+		if err == nil && res.Outcome == fsm.OutcomeInProgress && wait > 0 {
+			res, err = s.claimWaiting(ctx, cmd, res, wait)
+		}
 		if err != nil {
 			return nil, err
 		}
-	}
-	return claimResponse(res), nil
+		return claimResponse(res), nil
+	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.ClaimResponse, error) {
+		return idempb.NewIdempotencyClient(c).Claim(ctx, req)
+	})
 }
 
 // Complete stores the holder's response.
@@ -35,11 +40,15 @@ func (s *Server) Complete(ctx context.Context, req *idempb.CompleteRequest) (*id
 	if err != nil {
 		return nil, toStatus(err, s.log)
 	}
-	res, err := s.apply(ctx, cmd)
-	if err != nil {
-		return nil, err
-	}
-	return &idempb.CompleteResponse{Outcome: outcomeOf(res.Outcome)}, nil
+	return routed(ctx, s, func(ctx context.Context) (*idempb.CompleteResponse, error) {
+		res, err := s.backend.Apply(ctx, cmd)
+		if err != nil {
+			return nil, err
+		}
+		return &idempb.CompleteResponse{Outcome: outcomeOf(res.Outcome)}, nil
+	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.CompleteResponse, error) {
+		return idempb.NewIdempotencyClient(c).Complete(ctx, req)
+	})
 }
 
 // Release deletes a PENDING record so the next claim re-executes.
@@ -48,11 +57,15 @@ func (s *Server) Release(ctx context.Context, req *idempb.ReleaseRequest) (*idem
 	if err != nil {
 		return nil, toStatus(err, s.log)
 	}
-	res, err := s.apply(ctx, cmd)
-	if err != nil {
-		return nil, err
-	}
-	return &idempb.ReleaseResponse{Outcome: outcomeOf(res.Outcome)}, nil
+	return routed(ctx, s, func(ctx context.Context) (*idempb.ReleaseResponse, error) {
+		res, err := s.backend.Apply(ctx, cmd)
+		if err != nil {
+			return nil, err
+		}
+		return &idempb.ReleaseResponse{Outcome: outcomeOf(res.Outcome)}, nil
+	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.ReleaseResponse, error) {
+		return idempb.NewIdempotencyClient(c).Release(ctx, req)
+	})
 }
 
 // Extend pushes the holder's lease.
@@ -61,31 +74,41 @@ func (s *Server) Extend(ctx context.Context, req *idempb.ExtendRequest) (*idempb
 	if err != nil {
 		return nil, toStatus(err, s.log)
 	}
-	res, err := s.apply(ctx, cmd)
-	if err != nil {
-		return nil, err
-	}
-	out := &idempb.ExtendResponse{Outcome: outcomeOf(res.Outcome)}
-	if res.Outcome == fsm.OutcomeOK && res.Record != nil {
-		out.LeaseExpiresAt = timestamp(res.Record.LeaseExpiresAt)
-	}
-	return out, nil
+	return routed(ctx, s, func(ctx context.Context) (*idempb.ExtendResponse, error) {
+		res, err := s.backend.Apply(ctx, cmd)
+		if err != nil {
+			return nil, err
+		}
+		out := &idempb.ExtendResponse{Outcome: outcomeOf(res.Outcome)}
+		if res.Outcome == fsm.OutcomeOK && res.Record != nil {
+			out.LeaseExpiresAt = timestamp(res.Record.LeaseExpiresAt)
+		}
+		return out, nil
+	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.ExtendResponse, error) {
+		return idempb.NewIdempotencyClient(c).Extend(ctx, req)
+	})
 }
 
-// Get returns the record as it is: OK with the record, or NOT_FOUND.
+// Get returns the record as it is: OK with the record, or NOT_FOUND. A
+// linearizable read runs on the leader (a follower forwards it); a stale
+// read is served from this node's state.
 func (s *Server) Get(ctx context.Context, req *idempb.GetRequest) (*idempb.GetResponse, error) {
 	key, err := s.limits.recordKey(req.GetId())
 	if err != nil {
 		return nil, toStatus(err, s.log)
 	}
-	if err := s.readBarrier(ctx, req.GetConsistency()); err != nil {
-		return nil, err
-	}
-	r, ok := s.backend.Machine().Get(key)
-	if !ok {
-		return &idempb.GetResponse{Outcome: idempb.Outcome_OUTCOME_NOT_FOUND}, nil
-	}
-	return &idempb.GetResponse{Outcome: idempb.Outcome_OUTCOME_OK, Record: recordOf(r)}, nil
+	return routed(ctx, s, func(ctx context.Context) (*idempb.GetResponse, error) {
+		if err := s.readBarrier(ctx, req.GetConsistency()); err != nil {
+			return nil, err
+		}
+		r, ok := s.backend.Machine().Get(key)
+		if !ok {
+			return &idempb.GetResponse{Outcome: idempb.Outcome_OUTCOME_NOT_FOUND}, nil
+		}
+		return &idempb.GetResponse{Outcome: idempb.Outcome_OUTCOME_OK, Record: recordOf(r)}, nil
+	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.GetResponse, error) {
+		return idempb.NewIdempotencyClient(c).Get(ctx, req)
+	})
 }
 
 // readBarrier makes the following local read linearizable unless the
@@ -94,26 +117,5 @@ func (s *Server) readBarrier(ctx context.Context, c idempb.Consistency) error {
 	if c == idempb.Consistency_CONSISTENCY_STALE {
 		return nil
 	}
-	return toStatus(s.backend.LinearizableBarrier(ctx), s.log)
-}
-
-// Status reports the node's view of the cluster.
-func (s *Server) Status(ctx context.Context, _ *idempb.StatusRequest) (*idempb.StatusResponse, error) {
-	st := s.backend.Status()
-	var fsmTime *timestamppb.Timestamp
-	if st.FSMTime != 0 {
-		fsmTime = timestamp(st.FSMTime)
-	}
-	return &idempb.StatusResponse{
-		NodeId:       st.NodeID,
-		State:        st.State,
-		LeaderId:     st.LeaderID,
-		LeaderAddr:   st.LeaderAddr,
-		Term:         st.Term,
-		CommitIndex:  st.CommitIndex,
-		AppliedIndex: st.AppliedIndex,
-		Records:      uint64(st.Records),
-		Digest:       st.Digest,
-		FsmTime:      fsmTime,
-	}, nil
+	return s.backend.LinearizableBarrier(ctx)
 }

@@ -6,6 +6,7 @@ package rpc
 import (
 	"context"
 	"log/slog"
+	"net"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -26,8 +27,16 @@ type Backend interface {
 	LinearizableBarrier(ctx context.Context) error
 	// Machine is the local state machine.
 	Machine() *fsm.Machine
-	// Status describes the node.
+	// Status describes the node (it computes a digest: not for hot paths).
 	Status() cluster.Status
+	// ID is this node's id.
+	ID() string
+	// Leader returns the leader's id and gRPC address, empty when unknown.
+	Leader() (id, grpcAddr string)
+	// Members, RemoveMember and TransferLeadership serve the admin API.
+	Members() (cluster.Membership, error)
+	RemoveMember(ctx context.Context, id string) error
+	TransferLeadership(ctx context.Context, id string) error
 }
 
 // Server implements idem.v1.Idempotency and idem.v1.Admin.
@@ -39,14 +48,28 @@ type Server struct {
 	limits  Limits
 	log     *slog.Logger
 	health  *health.Server
+	fwd     forwarder
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithForwardSource makes connections to the leader leave from ip, the
+// node's own address, so partitions by address cut forwarding too.
+func WithForwardSource(ip net.IP) Option {
+	return func(s *Server) { s.fwd.dialer = cluster.BoundDialer(&net.TCPAddr{IP: ip}) }
 }
 
 // NewServer returns a server over backend.
-func NewServer(backend Backend, limits Limits, log *slog.Logger) *Server {
+func NewServer(backend Backend, limits Limits, log *slog.Logger, opts ...Option) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{backend: backend, limits: limits, log: log, health: health.NewServer()}
+	s := &Server{backend: backend, limits: limits, log: log, health: health.NewServer()}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Register adds the idem.v1 services, the standard health service and server
@@ -60,11 +83,9 @@ func (s *Server) Register(g *grpc.Server) {
 	s.health.SetServingStatus(idempb.Idempotency_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 }
 
-// Shutdown marks the services NOT_SERVING so health checks drain traffic.
-func (s *Server) Shutdown() { s.health.Shutdown() }
-
-// apply commits c and maps any error to a gRPC status.
-func (s *Server) apply(ctx context.Context, c *fsm.Command) (fsm.Result, error) {
-	res, err := s.backend.Apply(ctx, c)
-	return res, toStatus(err, s.log)
+// Shutdown marks the services NOT_SERVING so health checks drain traffic,
+// and closes the connections to the leader.
+func (s *Server) Shutdown() {
+	s.health.Shutdown()
+	s.fwd.close()
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
@@ -19,23 +21,33 @@ func (s *Server) Wait(ctx context.Context, req *idempb.WaitRequest) (*idempb.Wai
 	if err != nil {
 		return nil, toStatus(err, s.log)
 	}
-	if err := s.readBarrier(ctx, req.GetConsistency()); err != nil {
-		return nil, err
-	}
+	return routed(ctx, s, func(ctx context.Context) (*idempb.WaitResponse, error) {
+		if err := s.readBarrier(ctx, req.GetConsistency()); err != nil {
+			return nil, err
+		}
+		return s.waitLocal(ctx, key, timeout), nil
+	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.WaitResponse, error) {
+		return idempb.NewIdempotencyClient(c).Wait(ctx, req)
+	})
+}
+
+// waitLocal watches the local state machine; every change it sees was
+// committed, so the answer is never older than the read barrier before it.
+func (s *Server) waitLocal(ctx context.Context, key fsm.RecordKey, timeout time.Duration) *idempb.WaitResponse {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
 		r, ok, changed := s.backend.Machine().GetWatch(key)
 		switch {
 		case !ok:
-			return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_NOT_FOUND}, nil
+			return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_NOT_FOUND}
 		case changed == nil:
-			return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_COMPLETED, Record: recordOf(r)}, nil
+			return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_COMPLETED, Record: recordOf(r)}
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_IN_PROGRESS, Record: recordOf(r)}, nil
+			return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_IN_PROGRESS, Record: recordOf(r)}
 		}
 	}
 }
@@ -62,7 +74,7 @@ func (s *Server) claimWaiting(ctx context.Context, cmd *fsm.Command, res fsm.Res
 			}
 			leaseEnd.Stop()
 		}
-		next, err := s.apply(ctx, cmd)
+		next, err := s.backend.Apply(ctx, cmd)
 		if err != nil {
 			return fsm.Result{}, err
 		}

@@ -28,7 +28,8 @@ type clientFlags struct {
 	key     string
 	output  string
 	timeout time.Duration
-	stale   bool
+	// consistency of reads: linearizable or stale.
+	consistencyName string
 }
 
 func (c *clientFlags) register(cmd *cobra.Command, withKey bool) {
@@ -48,10 +49,15 @@ func (c *clientFlags) id() *idempb.RecordId {
 }
 
 func (c *clientFlags) consistency() idempb.Consistency {
-	if c.stale {
+	if c.consistencyName == "stale" {
 		return idempb.Consistency_CONSISTENCY_STALE
 	}
 	return idempb.Consistency_CONSISTENCY_LINEARIZABLE
+}
+
+func (c *clientFlags) registerConsistency(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&c.consistencyName, "consistency", "linearizable",
+		"linearizable (confirmed by the leader) or stale (this node's local state)")
 }
 
 func (c *clientFlags) check(needKey bool) error {
@@ -63,6 +69,9 @@ func (c *clientFlags) check(needKey bool) error {
 	}
 	if c.timeout <= 0 {
 		return fmt.Errorf("--timeout must be positive")
+	}
+	if c.consistencyName != "" && c.consistencyName != "linearizable" && c.consistencyName != "stale" {
+		return fmt.Errorf("--consistency must be linearizable or stale, got %q", c.consistencyName)
 	}
 	return nil
 }
@@ -90,7 +99,7 @@ func (c *clientFlags) call(ctx context.Context, fn func(context.Context, *grpc.C
 
 func addClientCommands(root *cobra.Command) {
 	root.AddCommand(newClaimCmd(), newCompleteCmd(), newReleaseCmd(), newExtendCmd(),
-		newGetCmd(), newWaitCmd(), newStatusCmd())
+		newGetCmd(), newWaitCmd(), newStatusCmd(), newMembersCmd(), newRemoveMemberCmd(), newTransferLeadershipCmd())
 }
 
 func newClaimCmd() *cobra.Command {
@@ -309,7 +318,7 @@ func newGetCmd() *cobra.Command {
 		},
 	}
 	c.register(cmd, true)
-	cmd.Flags().BoolVar(&c.stale, "stale", false, "serve from the node's local state without confirming leadership")
+	c.registerConsistency(cmd)
 	return cmd
 }
 
@@ -342,7 +351,7 @@ func newWaitCmd() *cobra.Command {
 	c.register(cmd, true)
 	fl := cmd.Flags()
 	fl.DurationVar(&wait, "wait", 30*time.Second, "how long to wait")
-	fl.BoolVar(&c.stale, "stale", false, "serve from the node's local state without confirming leadership")
+	c.registerConsistency(cmd)
 	return cmd
 }
 

@@ -26,6 +26,13 @@ type serveFlags struct {
 	raftAddr          string
 	raftAdvertise     string
 	httpAddr          string
+	grpcAdvertise     string
+	gossipAddr        string
+	gossipAdvertise   string
+	gossipProfile     string
+	join              []string
+	bootstrapExpect   int
+	deadCleanup       time.Duration
 	dev               bool
 	expiryInterval    time.Duration
 	snapshotThreshold uint64
@@ -53,6 +60,13 @@ func newServeCmd() *cobra.Command {
 	fl.StringVar(&f.raftAddr, "raft-addr", "127.0.0.1:7401", "Raft listen address")
 	fl.StringVar(&f.raftAdvertise, "raft-advertise", "", "Raft address peers dial (default: --raft-addr)")
 	fl.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:7403", "HTTP address for /healthz, /readyz, /metrics (empty: off)")
+	fl.StringVar(&f.grpcAdvertise, "grpc-advertise", "", "gRPC address clients and peers dial (default: --grpc-addr)")
+	fl.StringVar(&f.gossipAddr, "gossip-addr", "127.0.0.1:7402", "memberlist (gossip) listen address, TCP and UDP")
+	fl.StringVar(&f.gossipAdvertise, "gossip-advertise", "", "gossip address peers dial (default: --gossip-addr)")
+	fl.StringVar(&f.gossipProfile, "gossip-profile", "lan", "gossip timings: lan, or local for loopback tests")
+	fl.StringSliceVar(&f.join, "join", nil, "gossip addresses of servers to join (comma-separated)")
+	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "form a new cluster once this many servers see each other (odd)")
+	fl.DurationVar(&f.deadCleanup, "dead-server-cleanup", 0, "remove servers dead this long while a quorum remains (0: off)")
 	fl.BoolVar(&f.dev, "dev", false, "single development node with data in ./idemnode-data")
 	fl.DurationVar(&f.expiryInterval, "expiry-interval", time.Second, "how often the leader expires records past their TTL")
 	fl.Uint64Var(&f.snapshotThreshold, "snapshot-threshold", 8192, "log entries between snapshots")
@@ -73,6 +87,12 @@ func (f *serveFlags) validate() error {
 	}
 	if f.nodeID == "" {
 		return errors.New("--node-id is required")
+	}
+	if f.bootstrapExpect < 0 || (f.bootstrapExpect > 1 && f.bootstrapExpect%2 == 0) {
+		return fmt.Errorf("--bootstrap-expect must be 1 or an odd number of servers, got %d", f.bootstrapExpect)
+	}
+	if f.gossipProfile != "lan" && f.gossipProfile != "local" {
+		return fmt.Errorf("--gossip-profile must be lan or local, got %q", f.gossipProfile)
 	}
 	if f.expiryInterval <= 0 {
 		return fmt.Errorf("--expiry-interval must be positive, got %s", f.expiryInterval)
@@ -114,8 +134,14 @@ func serve(ctx context.Context, f serveFlags) error {
 		DataDir:           f.dataDir,
 		RaftAddr:          f.raftAddr,
 		RaftAdvertise:     f.raftAdvertise,
-		GRPCAdvertise:     grpcLn.Addr().String(),
-		Bootstrap:         true,
+		GRPCAdvertise:     orDefault(f.grpcAdvertise, grpcLn.Addr().String()),
+		Bootstrap:         f.bootstrapExpect <= 1 && len(f.join) == 0,
+		GossipAddr:        f.gossipAddr,
+		GossipAdvertise:   f.gossipAdvertise,
+		GossipProfile:     f.gossipProfile,
+		Join:              f.join,
+		BootstrapExpect:   f.bootstrapExpect,
+		DeadServerCleanup: f.deadCleanup,
 		SnapshotThreshold: f.snapshotThreshold,
 		SnapshotInterval:  f.snapshotInterval,
 		ExpiryInterval:    f.expiryInterval,
@@ -128,7 +154,8 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	defer node.Close()
 
-	api := rpc.NewServer(node, rpc.DefaultLimits(), log)
+	api := rpc.NewServer(node, rpc.DefaultLimits(), log,
+		rpc.WithForwardSource(grpcLn.Addr().(*net.TCPAddr).IP))
 	g := grpc.NewServer()
 	api.Register(g)
 	errc := make(chan error, 2)
@@ -144,6 +171,11 @@ func serve(ctx context.Context, f serveFlags) error {
 		log.Info("shutting down")
 	case err := <-errc:
 		return runtimeError{fmt.Errorf("server: %w", err)}
+	}
+	// Hand leadership over and leave gossip while the API still answers, so
+	// in-flight calls finish or are forwarded to the new leader.
+	if err := node.Leave(5 * time.Second); err != nil {
+		log.Warn("leave", "err", err)
 	}
 	api.Shutdown()
 	stopGRPC(g, 5*time.Second)
@@ -178,4 +210,11 @@ func startHTTP(addr string, node *cluster.Node, errc chan<- error) *http.Server 
 		}
 	}()
 	return srv
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }

@@ -1343,6 +1343,394 @@ func (x *StatusResponse) GetFsmTime() *timestamppb.Timestamp {
 	return nil
 }
 
+type MembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersRequest) Reset() {
+	*x = MembersRequest{}
+	mi := &file_idem_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersRequest) ProtoMessage() {}
+
+func (x *MembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
+func (*MembersRequest) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{18}
+}
+
+// Member is a server as gossip sees it.
+type Member struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	GossipAddr string                 `protobuf:"bytes,2,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
+	RaftAddr   string                 `protobuf:"bytes,3,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	GrpcAddr   string                 `protobuf:"bytes,4,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	// state is alive, suspect, dead or left.
+	State         string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_idem_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Member) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Member) GetGossipAddr() string {
+	if x != nil {
+		return x.GossipAddr
+	}
+	return ""
+}
+
+func (x *Member) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *Member) GetGrpcAddr() string {
+	if x != nil {
+		return x.GrpcAddr
+	}
+	return ""
+}
+
+func (x *Member) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+// RaftServer is a server of the Raft configuration.
+type RaftServer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Voter         bool                   `protobuf:"varint,3,opt,name=voter,proto3" json:"voter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaftServer) Reset() {
+	*x = RaftServer{}
+	mi := &file_idem_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftServer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftServer) ProtoMessage() {}
+
+func (x *RaftServer) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftServer.ProtoReflect.Descriptor instead.
+func (*RaftServer) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RaftServer) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RaftServer) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *RaftServer) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+type MembersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	Servers       []*RaftServer          `protobuf:"bytes,2,rep,name=servers,proto3" json:"servers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersResponse) Reset() {
+	*x = MembersResponse{}
+	mi := &file_idem_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersResponse) ProtoMessage() {}
+
+func (x *MembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
+func (*MembersResponse) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *MembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *MembersResponse) GetServers() []*RaftServer {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+type RemoveMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberRequest) Reset() {
+	*x = RemoveMemberRequest{}
+	mi := &file_idem_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberRequest) ProtoMessage() {}
+
+func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RemoveMemberRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RemoveMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberResponse) Reset() {
+	*x = RemoveMemberResponse{}
+	mi := &file_idem_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberResponse) ProtoMessage() {}
+
+func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
+func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{23}
+}
+
+type TransferLeadershipRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id of the new leader; empty picks the most up-to-date follower.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipRequest) Reset() {
+	*x = TransferLeadershipRequest{}
+	mi := &file_idem_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipRequest) ProtoMessage() {}
+
+func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *TransferLeadershipRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type TransferLeadershipResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipResponse) Reset() {
+	*x = TransferLeadershipResponse{}
+	mi := &file_idem_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipResponse) ProtoMessage() {}
+
+func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{25}
+}
+
 var File_idem_proto protoreflect.FileDescriptor
 
 const file_idem_proto_rawDesc = "" +
@@ -1434,7 +1822,29 @@ const file_idem_proto_rawDesc = "" +
 	"\arecords\x18\b \x01(\x04R\arecords\x12\x16\n" +
 	"\x06digest\x18\t \x01(\tR\x06digest\x125\n" +
 	"\bfsm_time\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\afsmTime*\xb4\x01\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\afsmTime\"\x10\n" +
+	"\x0eMembersRequest\"\x89\x01\n" +
+	"\x06Member\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vgossip_addr\x18\x02 \x01(\tR\n" +
+	"gossipAddr\x12\x1b\n" +
+	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x1b\n" +
+	"\tgrpc_addr\x18\x04 \x01(\tR\bgrpcAddr\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\"L\n" +
+	"\n" +
+	"RaftServer\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
+	"\x05voter\x18\x03 \x01(\bR\x05voter\"k\n" +
+	"\x0fMembersResponse\x12)\n" +
+	"\amembers\x18\x01 \x03(\v2\x0f.idem.v1.MemberR\amembers\x12-\n" +
+	"\aservers\x18\x02 \x03(\v2\x13.idem.v1.RaftServerR\aservers\"%\n" +
+	"\x13RemoveMemberRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
+	"\x14RemoveMemberResponse\"+\n" +
+	"\x19TransferLeadershipRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x1c\n" +
+	"\x1aTransferLeadershipResponse*\xb4\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vOUTCOME_WON\x10\x01\x12\x17\n" +
@@ -1458,9 +1868,12 @@ const file_idem_proto_rawDesc = "" +
 	"\aRelease\x12\x17.idem.v1.ReleaseRequest\x1a\x18.idem.v1.ReleaseResponse\x129\n" +
 	"\x06Extend\x12\x16.idem.v1.ExtendRequest\x1a\x17.idem.v1.ExtendResponse\x120\n" +
 	"\x03Get\x12\x13.idem.v1.GetRequest\x1a\x14.idem.v1.GetResponse\x123\n" +
-	"\x04Wait\x12\x14.idem.v1.WaitRequest\x1a\x15.idem.v1.WaitResponse2B\n" +
+	"\x04Wait\x12\x14.idem.v1.WaitRequest\x1a\x15.idem.v1.WaitResponse2\xac\x02\n" +
 	"\x05Admin\x129\n" +
-	"\x06Status\x12\x16.idem.v1.StatusRequest\x1a\x17.idem.v1.StatusResponseB)Z'github.com/idemnode/idemnode/rpc/idempbb\x06proto3"
+	"\x06Status\x12\x16.idem.v1.StatusRequest\x1a\x17.idem.v1.StatusResponse\x12<\n" +
+	"\aMembers\x12\x17.idem.v1.MembersRequest\x1a\x18.idem.v1.MembersResponse\x12K\n" +
+	"\fRemoveMember\x12\x1c.idem.v1.RemoveMemberRequest\x1a\x1d.idem.v1.RemoveMemberResponse\x12]\n" +
+	"\x12TransferLeadership\x12\".idem.v1.TransferLeadershipRequest\x1a#.idem.v1.TransferLeadershipResponseB)Z'github.com/idemnode/idemnode/rpc/idempbb\x06proto3"
 
 var (
 	file_idem_proto_rawDescOnce sync.Once
@@ -1475,48 +1888,56 @@ func file_idem_proto_rawDescGZIP() []byte {
 }
 
 var file_idem_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_idem_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_idem_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_idem_proto_goTypes = []any{
-	(Outcome)(0),                  // 0: idem.v1.Outcome
-	(State)(0),                    // 1: idem.v1.State
-	(Consistency)(0),              // 2: idem.v1.Consistency
-	(*RecordId)(nil),              // 3: idem.v1.RecordId
-	(*Header)(nil),                // 4: idem.v1.Header
-	(*Response)(nil),              // 5: idem.v1.Response
-	(*Record)(nil),                // 6: idem.v1.Record
-	(*ClaimRequest)(nil),          // 7: idem.v1.ClaimRequest
-	(*ClaimResponse)(nil),         // 8: idem.v1.ClaimResponse
-	(*CompleteRequest)(nil),       // 9: idem.v1.CompleteRequest
-	(*CompleteResponse)(nil),      // 10: idem.v1.CompleteResponse
-	(*ReleaseRequest)(nil),        // 11: idem.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 12: idem.v1.ReleaseResponse
-	(*ExtendRequest)(nil),         // 13: idem.v1.ExtendRequest
-	(*ExtendResponse)(nil),        // 14: idem.v1.ExtendResponse
-	(*GetRequest)(nil),            // 15: idem.v1.GetRequest
-	(*GetResponse)(nil),           // 16: idem.v1.GetResponse
-	(*WaitRequest)(nil),           // 17: idem.v1.WaitRequest
-	(*WaitResponse)(nil),          // 18: idem.v1.WaitResponse
-	(*StatusRequest)(nil),         // 19: idem.v1.StatusRequest
-	(*StatusResponse)(nil),        // 20: idem.v1.StatusResponse
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(Outcome)(0),                       // 0: idem.v1.Outcome
+	(State)(0),                         // 1: idem.v1.State
+	(Consistency)(0),                   // 2: idem.v1.Consistency
+	(*RecordId)(nil),                   // 3: idem.v1.RecordId
+	(*Header)(nil),                     // 4: idem.v1.Header
+	(*Response)(nil),                   // 5: idem.v1.Response
+	(*Record)(nil),                     // 6: idem.v1.Record
+	(*ClaimRequest)(nil),               // 7: idem.v1.ClaimRequest
+	(*ClaimResponse)(nil),              // 8: idem.v1.ClaimResponse
+	(*CompleteRequest)(nil),            // 9: idem.v1.CompleteRequest
+	(*CompleteResponse)(nil),           // 10: idem.v1.CompleteResponse
+	(*ReleaseRequest)(nil),             // 11: idem.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 12: idem.v1.ReleaseResponse
+	(*ExtendRequest)(nil),              // 13: idem.v1.ExtendRequest
+	(*ExtendResponse)(nil),             // 14: idem.v1.ExtendResponse
+	(*GetRequest)(nil),                 // 15: idem.v1.GetRequest
+	(*GetResponse)(nil),                // 16: idem.v1.GetResponse
+	(*WaitRequest)(nil),                // 17: idem.v1.WaitRequest
+	(*WaitResponse)(nil),               // 18: idem.v1.WaitResponse
+	(*StatusRequest)(nil),              // 19: idem.v1.StatusRequest
+	(*StatusResponse)(nil),             // 20: idem.v1.StatusResponse
+	(*MembersRequest)(nil),             // 21: idem.v1.MembersRequest
+	(*Member)(nil),                     // 22: idem.v1.Member
+	(*RaftServer)(nil),                 // 23: idem.v1.RaftServer
+	(*MembersResponse)(nil),            // 24: idem.v1.MembersResponse
+	(*RemoveMemberRequest)(nil),        // 25: idem.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 26: idem.v1.RemoveMemberResponse
+	(*TransferLeadershipRequest)(nil),  // 27: idem.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 28: idem.v1.TransferLeadershipResponse
+	(*timestamppb.Timestamp)(nil),      // 29: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 30: google.protobuf.Duration
 }
 var file_idem_proto_depIdxs = []int32{
 	4,  // 0: idem.v1.Response.headers:type_name -> idem.v1.Header
 	3,  // 1: idem.v1.Record.id:type_name -> idem.v1.RecordId
 	1,  // 2: idem.v1.Record.state:type_name -> idem.v1.State
-	21, // 3: idem.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
-	21, // 4: idem.v1.Record.created_at:type_name -> google.protobuf.Timestamp
-	21, // 5: idem.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 6: idem.v1.Record.completed_at:type_name -> google.protobuf.Timestamp
+	29, // 3: idem.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
+	29, // 4: idem.v1.Record.created_at:type_name -> google.protobuf.Timestamp
+	29, // 5: idem.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
+	29, // 6: idem.v1.Record.completed_at:type_name -> google.protobuf.Timestamp
 	5,  // 7: idem.v1.Record.response:type_name -> idem.v1.Response
 	3,  // 8: idem.v1.ClaimRequest.id:type_name -> idem.v1.RecordId
-	22, // 9: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
-	22, // 10: idem.v1.ClaimRequest.ttl:type_name -> google.protobuf.Duration
-	22, // 11: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	30, // 9: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
+	30, // 10: idem.v1.ClaimRequest.ttl:type_name -> google.protobuf.Duration
+	30, // 11: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
 	0,  // 12: idem.v1.ClaimResponse.outcome:type_name -> idem.v1.Outcome
-	21, // 13: idem.v1.ClaimResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	21, // 14: idem.v1.ClaimResponse.expires_at:type_name -> google.protobuf.Timestamp
+	29, // 13: idem.v1.ClaimResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	29, // 14: idem.v1.ClaimResponse.expires_at:type_name -> google.protobuf.Timestamp
 	5,  // 15: idem.v1.ClaimResponse.response:type_name -> idem.v1.Response
 	3,  // 16: idem.v1.CompleteRequest.id:type_name -> idem.v1.RecordId
 	5,  // 17: idem.v1.CompleteRequest.response:type_name -> idem.v1.Response
@@ -1524,38 +1945,46 @@ var file_idem_proto_depIdxs = []int32{
 	3,  // 19: idem.v1.ReleaseRequest.id:type_name -> idem.v1.RecordId
 	0,  // 20: idem.v1.ReleaseResponse.outcome:type_name -> idem.v1.Outcome
 	3,  // 21: idem.v1.ExtendRequest.id:type_name -> idem.v1.RecordId
-	22, // 22: idem.v1.ExtendRequest.lease:type_name -> google.protobuf.Duration
+	30, // 22: idem.v1.ExtendRequest.lease:type_name -> google.protobuf.Duration
 	0,  // 23: idem.v1.ExtendResponse.outcome:type_name -> idem.v1.Outcome
-	21, // 24: idem.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	29, // 24: idem.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 25: idem.v1.GetRequest.id:type_name -> idem.v1.RecordId
 	2,  // 26: idem.v1.GetRequest.consistency:type_name -> idem.v1.Consistency
 	0,  // 27: idem.v1.GetResponse.outcome:type_name -> idem.v1.Outcome
 	6,  // 28: idem.v1.GetResponse.record:type_name -> idem.v1.Record
 	3,  // 29: idem.v1.WaitRequest.id:type_name -> idem.v1.RecordId
-	22, // 30: idem.v1.WaitRequest.timeout:type_name -> google.protobuf.Duration
+	30, // 30: idem.v1.WaitRequest.timeout:type_name -> google.protobuf.Duration
 	2,  // 31: idem.v1.WaitRequest.consistency:type_name -> idem.v1.Consistency
 	0,  // 32: idem.v1.WaitResponse.outcome:type_name -> idem.v1.Outcome
 	6,  // 33: idem.v1.WaitResponse.record:type_name -> idem.v1.Record
-	21, // 34: idem.v1.StatusResponse.fsm_time:type_name -> google.protobuf.Timestamp
-	7,  // 35: idem.v1.Idempotency.Claim:input_type -> idem.v1.ClaimRequest
-	9,  // 36: idem.v1.Idempotency.Complete:input_type -> idem.v1.CompleteRequest
-	11, // 37: idem.v1.Idempotency.Release:input_type -> idem.v1.ReleaseRequest
-	13, // 38: idem.v1.Idempotency.Extend:input_type -> idem.v1.ExtendRequest
-	15, // 39: idem.v1.Idempotency.Get:input_type -> idem.v1.GetRequest
-	17, // 40: idem.v1.Idempotency.Wait:input_type -> idem.v1.WaitRequest
-	19, // 41: idem.v1.Admin.Status:input_type -> idem.v1.StatusRequest
-	8,  // 42: idem.v1.Idempotency.Claim:output_type -> idem.v1.ClaimResponse
-	10, // 43: idem.v1.Idempotency.Complete:output_type -> idem.v1.CompleteResponse
-	12, // 44: idem.v1.Idempotency.Release:output_type -> idem.v1.ReleaseResponse
-	14, // 45: idem.v1.Idempotency.Extend:output_type -> idem.v1.ExtendResponse
-	16, // 46: idem.v1.Idempotency.Get:output_type -> idem.v1.GetResponse
-	18, // 47: idem.v1.Idempotency.Wait:output_type -> idem.v1.WaitResponse
-	20, // 48: idem.v1.Admin.Status:output_type -> idem.v1.StatusResponse
-	42, // [42:49] is the sub-list for method output_type
-	35, // [35:42] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	29, // 34: idem.v1.StatusResponse.fsm_time:type_name -> google.protobuf.Timestamp
+	22, // 35: idem.v1.MembersResponse.members:type_name -> idem.v1.Member
+	23, // 36: idem.v1.MembersResponse.servers:type_name -> idem.v1.RaftServer
+	7,  // 37: idem.v1.Idempotency.Claim:input_type -> idem.v1.ClaimRequest
+	9,  // 38: idem.v1.Idempotency.Complete:input_type -> idem.v1.CompleteRequest
+	11, // 39: idem.v1.Idempotency.Release:input_type -> idem.v1.ReleaseRequest
+	13, // 40: idem.v1.Idempotency.Extend:input_type -> idem.v1.ExtendRequest
+	15, // 41: idem.v1.Idempotency.Get:input_type -> idem.v1.GetRequest
+	17, // 42: idem.v1.Idempotency.Wait:input_type -> idem.v1.WaitRequest
+	19, // 43: idem.v1.Admin.Status:input_type -> idem.v1.StatusRequest
+	21, // 44: idem.v1.Admin.Members:input_type -> idem.v1.MembersRequest
+	25, // 45: idem.v1.Admin.RemoveMember:input_type -> idem.v1.RemoveMemberRequest
+	27, // 46: idem.v1.Admin.TransferLeadership:input_type -> idem.v1.TransferLeadershipRequest
+	8,  // 47: idem.v1.Idempotency.Claim:output_type -> idem.v1.ClaimResponse
+	10, // 48: idem.v1.Idempotency.Complete:output_type -> idem.v1.CompleteResponse
+	12, // 49: idem.v1.Idempotency.Release:output_type -> idem.v1.ReleaseResponse
+	14, // 50: idem.v1.Idempotency.Extend:output_type -> idem.v1.ExtendResponse
+	16, // 51: idem.v1.Idempotency.Get:output_type -> idem.v1.GetResponse
+	18, // 52: idem.v1.Idempotency.Wait:output_type -> idem.v1.WaitResponse
+	20, // 53: idem.v1.Admin.Status:output_type -> idem.v1.StatusResponse
+	24, // 54: idem.v1.Admin.Members:output_type -> idem.v1.MembersResponse
+	26, // 55: idem.v1.Admin.RemoveMember:output_type -> idem.v1.RemoveMemberResponse
+	28, // 56: idem.v1.Admin.TransferLeadership:output_type -> idem.v1.TransferLeadershipResponse
+	47, // [47:57] is the sub-list for method output_type
+	37, // [37:47] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_idem_proto_init() }
@@ -1569,7 +1998,7 @@ func file_idem_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idem_proto_rawDesc), len(file_idem_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   18,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -1,0 +1,135 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/idemnode/idemnode/cluster"
+)
+
+// forwardedKey marks a request a node forwarded to the leader. A node that
+// receives a marked request and is not the leader answers NOT_LEADER instead
+// of forwarding again, so a request never travels in a loop; the origin
+// then finds the new leader itself.
+const forwardedKey = "idem-forwarded"
+
+func isForwarded(ctx context.Context) bool {
+	md, ok := metadata.FromIncomingContext(ctx)
+	return ok && len(md.Get(forwardedKey)) > 0
+}
+
+// forwarder keeps one client connection per leader address. Connections
+// leave from the node's own IP (see the loopback trap in DESIGN.md §7).
+type forwarder struct {
+	dialer net.Dialer
+
+	// mu guards conns.
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.conns[addr]; ok {
+		return c, nil
+	}
+	dialer := f.dialer
+	c, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			return dialer.DialContext(ctx, "tcp", a)
+		}))
+	if err != nil {
+		return nil, err
+	}
+	if f.conns == nil {
+		f.conns = map[string]*grpc.ClientConn{}
+	}
+	f.conns[addr] = c
+	return c, nil
+}
+
+func (f *forwarder) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for addr, c := range f.conns {
+		c.Close()
+		delete(f.conns, addr)
+	}
+}
+
+// routed runs a call locally and, when this node is not the leader, sends
+// the same request to the leader and returns its answer. While no leader is
+// known it waits for one within the caller's deadline. Every idemnode
+// command is safe to send twice (claims carry their owner, completes their
+// token and response), so Unavailable answers are retried until the deadline.
+func routed[T any](ctx context.Context, s *Server, local func(context.Context) (T, error),
+	remote func(context.Context, *grpc.ClientConn) (T, error)) (T, error) {
+	var zero T
+	backoff := 10 * time.Millisecond
+	for {
+		resp, err := local(ctx)
+		if !errors.Is(err, cluster.ErrNotLeader) || isForwarded(ctx) {
+			return resp, toStatus(err, s.log)
+		}
+		resp, err = forwardOnce(ctx, s, remote)
+		if !retryable(err) {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(err, errNoLeaderKnown) {
+				err = cluster.ErrNoLeader
+			}
+			return zero, toStatus(err, s.log)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
+// errNoLeaderKnown: no leader is known right now (an election is running).
+var errNoLeaderKnown = errors.New("no leader known")
+
+// errLeaderIsSelf: leadership moved here since the local attempt.
+var errLeaderIsSelf = errors.New("this node became leader")
+
+// forwardOnce sends the request to the leader this node currently knows.
+func forwardOnce[T any](ctx context.Context, s *Server, remote func(context.Context, *grpc.ClientConn) (T, error)) (T, error) {
+	var zero T
+	id, addr := s.backend.Leader()
+	switch {
+	case id == "" || addr == "":
+		return zero, errNoLeaderKnown
+	case id == s.backend.Status().NodeID:
+		return zero, errLeaderIsSelf
+	}
+	conn, err := s.fwd.conn(addr)
+	if err != nil {
+		return zero, err
+	}
+	return remote(metadata.AppendToOutgoingContext(ctx, forwardedKey, "1"), conn)
+}
+
+// retryable reports whether a forwarding failure is worth another round:
+// no leader known yet, leadership moved, or the leader could not be reached.
+func retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, errNoLeaderKnown) || errors.Is(err, errLeaderIsSelf) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unavailable
+}
