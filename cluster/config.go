@@ -48,6 +48,9 @@ type Config struct {
 	SnapshotInterval  time.Duration
 	// SnapshotRetain is how many snapshots are kept on disk.
 	SnapshotRetain int
+	// TrailingLogs is how many log entries stay after a snapshot, so a
+	// briefly lagging follower catches up from the log instead of a snapshot.
+	TrailingLogs uint64
 
 	// ExpiryInterval is how often the leader proposes Expire; ExpiryLimit
 	// bounds the records one Expire entry deletes.
@@ -78,6 +81,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SnapshotInterval == 0 {
 		c.SnapshotInterval = 2 * time.Minute
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 10240
 	}
 	if c.SnapshotRetain == 0 {
 		c.SnapshotRetain = 2

@@ -131,6 +131,7 @@ func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
 	rc.NotifyCh = n.leaderNotify
 	rc.SnapshotThreshold = n.cfg.SnapshotThreshold
 	rc.SnapshotInterval = n.cfg.SnapshotInterval
+	rc.TrailingLogs = n.cfg.TrailingLogs
 	// Loopback and LAN clusters detect a dead leader in about a second.
 	rc.HeartbeatTimeout = 1000 * time.Millisecond
 	rc.ElectionTimeout = 1000 * time.Millisecond

@@ -7,10 +7,12 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/idemnode/idemnode/cluster"
@@ -70,6 +72,15 @@ func NewServer(backend Backend, limits Limits, log *slog.Logger, opts ...Option)
 		o(s)
 	}
 	return s
+}
+
+// ServerOptions are the gRPC server options every idemnode server uses.
+// Peers ping forwarding connections every second to notice a dead leader,
+// so the server must allow pings that often.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 500 * time.Millisecond, PermitWithoutStream: true}),
+	}
 }
 
 // Register adds the idem.v1 services, the standard health service and server

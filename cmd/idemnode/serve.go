@@ -156,7 +156,7 @@ func serve(ctx context.Context, f serveFlags) error {
 
 	api := rpc.NewServer(node, rpc.DefaultLimits(), log,
 		rpc.WithForwardSource(grpcLn.Addr().(*net.TCPAddr).IP))
-	g := grpc.NewServer()
+	g := grpc.NewServer(rpc.ServerOptions()...)
 	api.Register(g)
 	errc := make(chan error, 2)
 	go func() { errc <- g.Serve(grpcLn) }()

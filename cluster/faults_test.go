@@ -1,0 +1,270 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/internal/netfault"
+	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/rpc/idempb"
+)
+
+func mustPartitioner(t *testing.T, subnet int) *netfault.Partitioner {
+	t.Helper()
+	if err := netfault.Available(); err != nil {
+		t.Skipf("partition test skipped: %v", err)
+	}
+	p, err := netfault.New(fmt.Sprintf("T%d", subnet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func ips(nodes []*testcluster.Node, except *testcluster.Node) []string {
+	var out []string
+	for _, nd := range nodes {
+		if nd != except {
+			out = append(out, nd.IP)
+		}
+	}
+	return out
+}
+
+func followerOf(c *testcluster.Cluster, leader *testcluster.Node) *testcluster.Node {
+	for _, nd := range c.Running() {
+		if nd != leader {
+			return nd
+		}
+	}
+	return nil
+}
+
+// TestIsolatedNodeCannotCommitOrReadStale cuts one node off (Raft,
+// forwarding and gossip alike, by address): writes sent to it fail within
+// their deadline, and a linearizable read on it refuses rather than return
+// the stale state it still holds. First a follower, then the leader.
+func TestIsolatedNodeCannotCommitOrReadStale(t *testing.T) {
+	t.Parallel()
+	p := mustPartitioner(t, subnetPartition)
+	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetPartition})
+	for round, isolateLeader := range []bool{false, true} {
+		leader := c.WaitLeader(30 * time.Second)
+		victim := followerOf(c, leader)
+		if isolateLeader {
+			victim = leader
+		}
+		key := fmt.Sprintf("iso-%d", round)
+		won := claimOn(t, victim, key, "holder")
+		c.WaitConverged(10 * time.Second)
+
+		if err := p.Isolate(victim.IP, ips(c.Nodes, victim)...); err != nil {
+			t.Fatal(err)
+		}
+		majority := c.Nodes[0]
+		if majority == victim {
+			majority = c.Nodes[1]
+		}
+		// The cut reaches gossip: the majority sees the victim fail.
+		testcluster.Eventually(t, 20*time.Second, "gossip sees the victim fail", func() error {
+			m, _ := majority.Node().Members()
+			for _, mem := range m.Members {
+				if mem.ID == victim.ID && mem.State != "alive" {
+					return nil
+				}
+			}
+			return fmt.Errorf("%s still alive in %s's view", victim.ID, majority.ID)
+		})
+		// The majority moves on: a new leader completes the key.
+		ctx := ctxFor(t, 30*time.Second)
+		out, err := majority.Client().Complete(ctx, &idempb.CompleteRequest{Id: id(key), Token: won.Token, Response: response("done")})
+		if err != nil || out.Outcome != idempb.Outcome_OUTCOME_OK {
+			t.Fatalf("complete on the majority: %v %v", out, err)
+		}
+		// The victim cannot commit, nor forward (the cut covers gRPC too).
+		start := time.Now()
+		wctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err = victim.Client().Claim(wctx, claimReq(key+"-w", "x"))
+		cancel()
+		if !isRetryable(err) {
+			t.Fatalf("write to the isolated %s: got %v, want Unavailable or DeadlineExceeded", victim.ID, err)
+		}
+		if took := time.Since(start); took > 4*time.Second {
+			t.Fatalf("write to the isolated node took %s, beyond its 3s deadline", took)
+		}
+		// It still holds the stale PENDING record locally...
+		sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		stale, err := victim.Client().Get(sctx, &idempb.GetRequest{Id: id(key), Consistency: idempb.Consistency_CONSISTENCY_STALE})
+		cancel()
+		if err != nil || stale.Record.GetState() != idempb.State_STATE_PENDING {
+			t.Fatalf("stale read on the isolated node: %v %v (want the old PENDING record)", stale, err)
+		}
+		// ...but a linearizable read refuses to serve it.
+		lctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		lin, err := victim.Client().Get(lctx, &idempb.GetRequest{Id: id(key)})
+		cancel()
+		if err == nil {
+			t.Fatalf("linearizable read on the isolated node answered %v", lin)
+		}
+		if err := p.Heal(); err != nil {
+			t.Fatal(err)
+		}
+		c.WaitLeader(30 * time.Second)
+		c.WaitConverged(30 * time.Second)
+	}
+}
+
+func claimOn(t *testing.T, nd *testcluster.Node, key, owner string) *idempb.ClaimResponse {
+	t.Helper()
+	resp, err := nd.Client().Claim(ctxFor(t, 10*time.Second), claimReq(key, owner))
+	if err != nil || resp.Outcome != idempb.Outcome_OUTCOME_WON {
+		t.Fatalf("claim %s on %s: %v %v", key, nd.ID, resp, err)
+	}
+	return resp
+}
+
+// TestRestartAfterSnapshotsCatchesUp keeps a follower down while the leader
+// snapshots and compacts its log several times; on restart the follower
+// must be sent a snapshot (InstallSnapshot) and end with the leader's digest.
+func TestRestartAfterSnapshotsCatchesUp(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetSnapshot, Tune: func(cfg *cluster.Config) {
+		cfg.SnapshotThreshold = 64
+		cfg.SnapshotInterval = 100 * time.Millisecond
+		cfg.TrailingLogs = 16
+	}})
+	leader := c.WaitLeader(30 * time.Second)
+	down := followerOf(c, leader)
+	c.Crash(down)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 80 {
+				claimOn(t, leader, fmt.Sprintf("snap-%d-%d", w, i), "o")
+			}
+		}()
+	}
+	wg.Wait()
+	testcluster.Eventually(t, 20*time.Second, "leader snapshots past the follower's log", func() error {
+		idx, _ := strconv.ParseUint(leader.Node().Raft().Stats()["last_snapshot_index"], 10, 64)
+		if idx < 400 {
+			return fmt.Errorf("last snapshot at %d", idx)
+		}
+		return nil
+	})
+	c.Restart(down)
+	digest := c.WaitConverged(30 * time.Second)
+	snaps, _ := filepath.Glob(filepath.Join(down.DataDir, "snapshots", "*", "meta.json"))
+	if len(snaps) == 0 {
+		t.Fatalf("restarted follower has no snapshot: it did not catch up by InstallSnapshot")
+	}
+	if got := down.Node().Status().Records; got != 640 {
+		t.Fatalf("restarted follower holds %d records, want 640 (digest %.12s)", got, digest)
+	}
+}
+
+// TestJoinAndRemoveFourthNode adds a server with --join (the leader makes it
+// a voter) and removes it again through a follower's admin API.
+func TestJoinAndRemoveFourthNode(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetMembership})
+	fourth := c.AddNode()
+	testcluster.Eventually(t, 20*time.Second, "fourth node is a voter", func() error { return oneCluster(c) })
+	claimOn(t, fourth, "via-fourth", "o")
+	c.WaitConverged(10 * time.Second)
+
+	leader := c.WaitLeader(10 * time.Second)
+	via := followerOf(c, leader)
+	if via == fourth {
+		via = c.Nodes[0]
+	}
+	if _, err := via.Admin().RemoveMember(ctxFor(t, 10*time.Second), &idempb.RemoveMemberRequest{Id: fourth.ID}); err != nil {
+		t.Fatalf("remove-member via %s: %v", via.ID, err)
+	}
+	c.Crash(fourth)
+	testcluster.Eventually(t, 20*time.Second, "three voters again", func() error { return oneCluster(c) })
+	claimOn(t, c.Nodes[0], "after-remove", "o")
+}
+
+// TestFiveNodesServeWithTwoDown crashes two of five servers, the leader
+// among them; the other three keep a quorum and keep serving.
+func TestFiveNodesServeWithTwoDown(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 5, testcluster.Options{Subnet: subnetFive})
+	leader := c.WaitLeader(30 * time.Second)
+	c.Crash(leader)
+	c.Crash(followerOf(c, leader))
+	c.WaitLeader(30 * time.Second)
+	for i, nd := range c.Running() {
+		claimOn(t, nd, fmt.Sprintf("five-%d", i), "o")
+	}
+	if len(c.Running()) != 3 {
+		t.Fatalf("%d nodes running, want 3", len(c.Running()))
+	}
+}
+
+// TestRollingRestartLosesNoWrite restarts every node in turn the way SIGTERM
+// does (leadership transfer, gossip leave) under a steady write load; no
+// acknowledged write is lost and each restart costs a client at most one
+// retryable error.
+func TestRollingRestartLosesNoWrite(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetRolling})
+	stop := make(chan struct{})
+	var acked []string
+	var errs []error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			nodes := c.Running()
+			nd := nodes[i%len(nodes)]
+			key := fmt.Sprintf("roll-%d", i)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			resp, err := nd.Client().Claim(ctx, claimReq(key, "o"))
+			cancel()
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("%s via %s: %w", key, nd.ID, err))
+			case resp.Outcome == idempb.Outcome_OUTCOME_WON:
+				acked = append(acked, key)
+			}
+		}
+	}()
+	for _, nd := range c.Nodes {
+		c.Leave(nd)
+		c.Restart(nd)
+		testcluster.Eventually(t, 30*time.Second, nd.ID+" back as a voter", func() error { return oneCluster(c) })
+	}
+	close(stop)
+	<-done
+	if len(errs) > len(c.Nodes) {
+		t.Errorf("%d failed calls over %d restarts: %v", len(errs), len(c.Nodes), errs)
+	}
+	c.WaitConverged(30 * time.Second)
+	ctx := ctxFor(t, 30*time.Second)
+	for _, key := range acked {
+		got, err := c.Nodes[0].Client().Get(ctx, &idempb.GetRequest{Id: id(key)})
+		if err != nil || got.Outcome != idempb.Outcome_OUTCOME_OK {
+			t.Fatalf("acknowledged %s lost: %v %v", key, got, err)
+		}
+	}
+	if len(acked) < 50 {
+		t.Fatalf("only %d writes acknowledged; the load did not run", len(acked))
+	}
+	t.Logf("%d writes acknowledged, %d retryable errors over %d restarts", len(acked), len(errs), len(c.Nodes))
+}

@@ -1,0 +1,318 @@
+// Package testcluster runs an idemnode cluster inside a test process: real
+// Raft, memberlist and gRPC servers, each node on its own loopback address
+// (127.0.<subnet>.<10+i>) with every outgoing connection bound to it, so
+// address-based partitions (package netfault) cut a node off for real.
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/rpc"
+	"github.com/idemnode/idemnode/rpc/idempb"
+)
+
+// Ports every node uses on its own IP.
+const (
+	GRPCPort   = 17400
+	RaftPort   = 17401
+	GossipPort = 17402
+)
+
+// Options shape a cluster.
+type Options struct {
+	// Subnet picks the third octet of the nodes' addresses; tests that run
+	// at the same time (even in other packages) must use different subnets.
+	Subnet int
+	// Tune adjusts each node's configuration before it starts.
+	Tune func(*cluster.Config)
+}
+
+// Node is one in-process server.
+type Node struct {
+	Index   int
+	ID      string
+	IP      string
+	DataDir string
+
+	mu   sync.Mutex
+	node *cluster.Node
+	api  *rpc.Server
+	grpc *grpc.Server
+	conn *grpc.ClientConn
+}
+
+// Cluster is a set of in-process nodes.
+type Cluster struct {
+	t     testing.TB
+	opts  Options
+	root  string
+	Nodes []*Node
+}
+
+// New prepares n nodes without starting them (see StartNode).
+func New(t testing.TB, n int, opts Options) *Cluster {
+	c := &Cluster{t: t, opts: opts, root: t.TempDir()}
+	for i := 1; i <= n; i++ {
+		c.Nodes = append(c.Nodes, c.newNode(i))
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// StartNode starts one prepared node with the given bootstrap-expect and
+// gossip addresses to join.
+func (c *Cluster) StartNode(nd *Node, expect int, join []string) {
+	c.t.Helper()
+	if err := c.start(nd, expect, join); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// Start starts n nodes at once with --bootstrap-expect n, each joining the
+// node before it (the first joins the last), and waits for a leader.
+func Start(t testing.TB, n int, opts Options) *Cluster {
+	t.Helper()
+	c := New(t, n, opts)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, nd := range c.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prev := c.Nodes[(i+n-1)%n]
+			errs[i] = c.start(nd, n, []string{prev.GossipAddr()})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.WaitLeader(30 * time.Second)
+	return c
+}
+
+func (c *Cluster) newNode(i int) *Node {
+	return &Node{Index: i, ID: fmt.Sprintf("node%d", i), IP: fmt.Sprintf("127.0.%d.%d", c.opts.Subnet, 10+i),
+		DataDir: filepath.Join(c.root, fmt.Sprintf("node%d", i))}
+}
+
+// GRPCAddr, RaftAddr and GossipAddr are the node's fixed addresses.
+func (nd *Node) GRPCAddr() string   { return net.JoinHostPort(nd.IP, fmt.Sprint(GRPCPort)) }
+func (nd *Node) RaftAddr() string   { return net.JoinHostPort(nd.IP, fmt.Sprint(RaftPort)) }
+func (nd *Node) GossipAddr() string { return net.JoinHostPort(nd.IP, fmt.Sprint(GossipPort)) }
+
+func (c *Cluster) start(nd *Node, expect int, join []string) error {
+	cfg := cluster.Config{
+		NodeID: nd.ID, DataDir: nd.DataDir,
+		RaftAddr: nd.RaftAddr(), GRPCAdvertise: nd.GRPCAddr(),
+		GossipAddr: nd.GossipAddr(), GossipProfile: "local",
+		Join: join, BootstrapExpect: expect,
+		ReconcileInterval: 200 * time.Millisecond,
+	}
+	if c.opts.Tune != nil {
+		c.opts.Tune(&cfg)
+	}
+	ln, err := net.Listen("tcp", nd.GRPCAddr())
+	if err != nil {
+		return fmt.Errorf("%s: listen grpc: %w", nd.ID, err)
+	}
+	node, err := cluster.Open(cfg)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("%s: open: %w", nd.ID, err)
+	}
+	api := rpc.NewServer(node, rpc.DefaultLimits(), nil, rpc.WithForwardSource(net.ParseIP(nd.IP)))
+	g := grpc.NewServer(rpc.ServerOptions()...)
+	api.Register(g)
+	go g.Serve(ln)
+	conn, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("%s: dial: %w", nd.ID, err)
+	}
+	nd.mu.Lock()
+	nd.node, nd.api, nd.grpc, nd.conn = node, api, g, conn
+	nd.mu.Unlock()
+	return nil
+}
+
+// Eventually retries check until it returns nil, failing t with the last
+// error after timeout. It is for conditions that nothing broadcasts.
+func Eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Node returns the cluster node of a running server (nil when stopped).
+func (nd *Node) Node() *cluster.Node {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.node
+}
+
+// Client returns an API client connected to this node.
+func (nd *Node) Client() idempb.IdempotencyClient {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return idempb.NewIdempotencyClient(nd.conn)
+}
+
+// Admin returns an admin client connected to this node.
+func (nd *Node) Admin() idempb.AdminClient {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return idempb.NewAdminClient(nd.conn)
+}
+
+// Running reports whether the node is started.
+func (nd *Node) Running() bool { return nd.Node() != nil }
+
+// Crash stops a node abruptly: no leadership transfer, no gossip leave.
+// Acknowledged writes are on disk (raft-boltdb syncs every append), so this
+// is what kill -9 leaves behind as far as the data is concerned.
+func (c *Cluster) Crash(nd *Node) {
+	nd.mu.Lock()
+	node, g, conn := nd.node, nd.grpc, nd.conn
+	nd.node, nd.api, nd.grpc, nd.conn = nil, nil, nil, nil
+	nd.mu.Unlock()
+	if node == nil {
+		return
+	}
+	g.Stop()
+	conn.Close()
+	if err := node.Close(); err != nil {
+		c.t.Logf("%s: close: %v", nd.ID, err)
+	}
+}
+
+// Leave stops a node the way SIGTERM does: transfer leadership, leave gossip.
+func (c *Cluster) Leave(nd *Node) {
+	if node := nd.Node(); node != nil {
+		if err := node.Leave(5 * time.Second); err != nil {
+			c.t.Logf("%s: leave: %v", nd.ID, err)
+		}
+	}
+	c.Crash(nd)
+}
+
+// Restart starts a stopped node again on its data dir, joining the others.
+func (c *Cluster) Restart(nd *Node) {
+	c.t.Helper()
+	if err := c.start(nd, len(c.Nodes), c.gossipAddrs(nd)); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// AddNode starts a new node that joins the running cluster.
+func (c *Cluster) AddNode() *Node {
+	c.t.Helper()
+	nd := c.newNode(len(c.Nodes) + 1)
+	c.Nodes = append(c.Nodes, nd)
+	if err := c.start(nd, 0, c.gossipAddrs(nd)); err != nil {
+		c.t.Fatal(err)
+	}
+	return nd
+}
+
+func (c *Cluster) gossipAddrs(except *Node) []string {
+	var out []string
+	for _, o := range c.Nodes {
+		if o != except {
+			out = append(out, o.GossipAddr())
+		}
+	}
+	return out
+}
+
+// Close stops every node.
+func (c *Cluster) Close() {
+	for _, nd := range c.Nodes {
+		c.Crash(nd)
+	}
+}
+
+// Running returns the started nodes.
+func (c *Cluster) Running() []*Node {
+	var out []*Node
+	for _, nd := range c.Nodes {
+		if nd.Running() {
+			out = append(out, nd)
+		}
+	}
+	return out
+}
+
+// WaitLeader waits until a running node is leader and has committed its
+// term's first entry (a linearizable read succeeds on it), and returns it.
+func (c *Cluster) WaitLeader(timeout time.Duration) *Node {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, nd := range c.Running() {
+			node := nd.Node()
+			if node == nil || node.Status().State != "leader" {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := node.LinearizableBarrier(ctx)
+			cancel()
+			if err == nil {
+				return nd
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("no leader within %s", timeout)
+	return nil
+}
+
+// WaitConverged waits until every running node has applied the same index
+// and holds the same digest, and returns that digest.
+func (c *Cluster) WaitConverged(timeout time.Duration) string {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		digests := map[string]bool{}
+		var views []string
+		for _, nd := range c.Running() {
+			st := nd.Node().Status()
+			digests[fmt.Sprintf("%d/%s", st.AppliedIndex, st.Digest)] = true
+			views = append(views, fmt.Sprintf("%s applied=%d commit=%d digest=%.12s", st.NodeID, st.AppliedIndex, st.CommitIndex, st.Digest))
+		}
+		if len(digests) == 1 {
+			for d := range digests {
+				_, digest, _ := strings.Cut(d, "/")
+				return digest
+			}
+		}
+		sort.Strings(views)
+		last = strings.Join(views, "; ")
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("nodes did not converge within %s: %s", timeout, last)
+	return ""
+}
