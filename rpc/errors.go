@@ -35,7 +35,9 @@ type invalidField struct {
 	msg   string
 }
 
-func (e *invalidField) Error() string { return fmt.Sprintf("%s: %s (limit: %s)", e.field, e.msg, e.limit) }
+func (e *invalidField) Error() string {
+	return fmt.Sprintf("%s: %s (limit: %s)", e.field, e.msg, e.limit)
+}
 
 func invalid(field, limit, format string, args ...any) error {
 	return &invalidField{field: field, limit: limit, msg: fmt.Sprintf(format, args...)}
