@@ -121,6 +121,11 @@ func newClaimCmd() *cobra.Command {
 			if owner == "" {
 				owner = newOwner()
 			}
+			// As for wait: the call's own deadline leaves room for the
+			// server's answer at the end of the wait.
+			if wait > 0 {
+				c.timeout = max(c.timeout, wait+5*time.Second)
+			}
 			req := &idempb.ClaimRequest{Id: c.id(), Fingerprint: fp, Owner: owner,
 				Lease: optDuration(lease), Ttl: optDuration(ttl), Wait: optDuration(wait)}
 			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemnode/idemnode/internal/testutil"
+)
+
+// binary is the idemnode executable TestMain builds once for every test.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "idemnode-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "create build dir:", err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "idemnode")
+	build := exec.Command("go", append(append([]string{"build"}, raceFlag...), "-o", binary, ".")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "go build idemnode:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	// A race-enabled binary sleeps a second at a clean exit by default.
+	os.Setenv("GORACE", "atexit_sleep_ms=0")
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// server is one `idemnode serve` process on fixed loopback ports, so it can
+// be killed and started again on the same data dir and addresses.
+type server struct {
+	t                        *testing.T
+	dataDir, logPath         string
+	grpc, raft, http, gossip string
+
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the process has exited
+	err    error         // Wait's answer, once exited is closed
+}
+
+// mustServer starts a fresh single-node server and waits until it is ready.
+// t.Cleanup kills it and reports any data race it logged.
+func mustServer(t *testing.T) *server {
+	t.Helper()
+	dir := t.TempDir()
+	s := &server{t: t, dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "server.log"),
+		grpc: testutil.FreeAddr(t), raft: testutil.FreeAddr(t), http: testutil.FreeAddr(t), gossip: testutil.FreeAddr(t)}
+	t.Cleanup(func() {
+		s.kill()
+		if log, _ := os.ReadFile(s.logPath); bytes.Contains(log, []byte("WARNING: DATA RACE")) {
+			t.Errorf("the server logged a data race:\n%s", log)
+		}
+	})
+	s.start()
+	return s
+}
+
+// start runs the process and waits for /readyz; it fails the test with the
+// server's log if the process exits or is not ready within 30s.
+func (s *server) start() {
+	s.t.Helper()
+	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		s.t.Fatalf("open server log: %v", err)
+	}
+	defer logFile.Close()
+	s.cmd = exec.Command(binary, "serve", "--node-id", "n1", "--data-dir", s.dataDir,
+		"--grpc-addr", s.grpc, "--raft-addr", s.raft, "--http-addr", s.http, "--gossip-addr", s.gossip)
+	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatalf("start server: %v", err)
+	}
+	s.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) {
+		s.err = cmd.Wait()
+		close(exited)
+	}(s.cmd, s.exited)
+	testutil.WaitFor(s.t, 30*time.Second, "the server to be ready", func() bool {
+		select {
+		case <-s.exited:
+			s.t.Fatalf("server exited while starting (%v):\n%s", s.err, s.log())
+		default:
+		}
+		return s.ready()
+	})
+}
+
+func (s *server) ready() bool {
+	resp, err := http.Get("http://" + s.http + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func (s *server) log() string {
+	b, _ := os.ReadFile(s.logPath)
+	return string(b)
+}
+
+// kill sends SIGKILL, as a crash would, and waits for the process to go.
+func (s *server) kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+}
+
+// restart kills the server with SIGKILL and starts it again on the same
+// data dir and addresses.
+func (s *server) restart() {
+	s.t.Helper()
+	s.kill()
+	s.start()
+}
+
+// cli runs the binary with args and returns its stdout, stderr and exit code.
+func cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatalf("run idemnode %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// cliJSON runs a client subcommand against s with -o json, requires exit
+// code want, and decodes stdout into v.
+func (s *server) cliJSON(want int, v any, args ...string) {
+	s.t.Helper()
+	args = append(args, "--addr", s.grpc, "-o", "json")
+	stdout, stderr, code := cli(s.t, args...)
+	if code != want {
+		s.t.Fatalf("idemnode %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, want, stdout, stderr)
+	}
+	if err := json.Unmarshal([]byte(stdout), v); err != nil {
+		s.t.Fatalf("idemnode %s: stdout is not JSON (%v): %q", strings.Join(args, " "), err, stdout)
+	}
+}
+
+// The JSON the CLI prints, spelled out here so that a renamed field fails.
+type claimJSON struct {
+	Outcome  string        `json:"outcome"`
+	Token    uint64        `json:"token"`
+	Attempt  uint32        `json:"attempt"`
+	Owner    string        `json:"owner"`
+	Response *responseJSON `json:"response"`
+}
+
+type responseJSON struct {
+	Status     int32        `json:"status"`
+	Headers    []headerJSON `json:"headers"`
+	Body       string       `json:"body"`
+	BodyBase64 string       `json:"body_base64"`
+}
+
+type headerJSON struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+type recordJSON struct {
+	Outcome string `json:"outcome"`
+	Record  *struct {
+		Key      string        `json:"key"`
+		State    string        `json:"state"`
+		Token    uint64        `json:"token"`
+		Attempt  uint32        `json:"attempt"`
+		Response *responseJSON `json:"response"`
+	} `json:"record"`
+}
+
+// TestRecordsSurviveKill crashes the server with SIGKILL after a claim and
+// after a completion: the claim's token and the stored response, with its
+// repeated headers in order and its non-UTF-8 body, come back byte for byte.
+func TestRecordsSurviveKill(t *testing.T) {
+	t.Parallel()
+	s := mustServer(t)
+	id := []string{"--tenant", "acme", "--scope", "POST /v1/charges", "--key", "order-42"}
+	with := func(args ...string) []string { return append(append([]string{}, args...), id...) }
+
+	var won claimJSON
+	s.cliJSON(0, &won, with("claim", "--fingerprint", "c0ffee")...)
+	if won.Outcome != "won" || won.Token == 0 || won.Attempt != 1 || won.Owner == "" {
+		t.Fatalf("claim = %+v, want won with a token and an owner", won)
+	}
+
+	s.restart()
+	var got recordJSON
+	s.cliJSON(0, &got, with("get")...)
+	if got.Outcome != "ok" || got.Record == nil || got.Record.State != "pending" || got.Record.Token != won.Token {
+		t.Fatalf("get after kill = %+v, want the pending record with token %d", got, won.Token)
+	}
+	var retried claimJSON
+	s.cliJSON(0, &retried, with("claim", "--fingerprint", "c0ffee", "--owner", won.Owner)...)
+	if retried.Outcome != "won" || retried.Token != won.Token {
+		t.Fatalf("retried claim after kill = %+v, want won with token %d", retried, won.Token)
+	}
+
+	body := []byte{0xff, 0xfe, 0x00, 0x80, 'o', 'k', '\n', 0xc3}
+	bodyFile := filepath.Join(t.TempDir(), "body")
+	if err := os.WriteFile(bodyFile, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var done claimJSON
+	s.cliJSON(0, &done, with("complete", "--token", fmt.Sprint(won.Token), "--status", "201",
+		"--header", "A: 1", "--header", "B: x", "--header", "A: 2", "--body-file", bodyFile)...)
+	if done.Outcome != "ok" {
+		t.Fatalf("complete = %+v, want ok", done)
+	}
+
+	s.restart()
+	var replay claimJSON
+	s.cliJSON(0, &replay, with("claim", "--fingerprint", "c0ffee")...)
+	if replay.Outcome != "completed" || replay.Token != won.Token || replay.Response == nil {
+		t.Fatalf("claim after completion and kill = %+v, want completed with token %d", replay, won.Token)
+	}
+	r := replay.Response
+	wantHeaders := []headerJSON{{"A", "1"}, {"B", "x"}, {"A", "2"}}
+	if r.Status != 201 || fmt.Sprint(r.Headers) != fmt.Sprint(wantHeaders) {
+		t.Errorf("replayed status %d headers %v, want 201 %v", r.Status, r.Headers, wantHeaders)
+	}
+	if b, err := base64.StdEncoding.DecodeString(r.BodyBase64); err != nil || !bytes.Equal(b, body) {
+		t.Errorf("replayed body_base64 %q decodes to %q (%v), want %q", r.BodyBase64, b, err, body)
+	}
+	if r.Body != "" {
+		t.Errorf("a body that is not UTF-8 is also printed as text: %q", r.Body)
+	}
+	var mismatch claimJSON
+	s.cliJSON(1, &mismatch, with("claim", "--fingerprint", "beef")...)
+	if mismatch.Outcome != "mismatch" {
+		t.Errorf("claim with another fingerprint after kill = %+v, want mismatch", mismatch)
+	}
+}
