@@ -57,6 +57,13 @@ type Config struct {
 	ExpiryInterval time.Duration
 	ExpiryLimit    uint32
 
+	// DiskStallTimeout makes the node exit when a Raft log write takes
+	// longer (see guardedLogStore); 0 disables the watchdog.
+	DiskStallTimeout time.Duration
+	// FaultDiskStallFile is a fault-injection switch: while this file
+	// exists, Raft log writes block. Empty in production.
+	FaultDiskStallFile string
+
 	// ClockOffset shifts the time this node stamps into commands. It is a
 	// fault-injection knob for skew tests and is zero in production.
 	ClockOffset time.Duration

@@ -109,7 +109,9 @@ func (n *Node) openRaft() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("inspect raft state: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.trans)
+	logs := &guardedLogStore{LogStore: n.store, stallTimeout: n.cfg.DiskStallTimeout,
+		stallFile: n.cfg.FaultDiskStallFile, log: n.log, exit: os.Exit}
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.store, snaps, n.trans)
 	if err != nil {
 		return false, fmt.Errorf("start raft: %w", err)
 	}

@@ -21,6 +21,9 @@ func (s *Server) Claim(ctx context.Context, req *idempb.ClaimRequest) (*idempb.C
 		return nil, toStatus(err, s.log)
 	}
 	return routed(ctx, s, func(ctx context.Context) (*idempb.ClaimResponse, error) {
+		if resp, ok := s.followerGrant(cmd); ok {
+			return resp, nil
+		}
 		res, err := s.backend.Apply(ctx, cmd)
 		if err == nil && res.Outcome == fsm.OutcomeInProgress && wait > 0 {
 			res, err = s.claimWaiting(ctx, cmd, res, wait)
@@ -41,6 +44,7 @@ func (s *Server) Complete(ctx context.Context, req *idempb.CompleteRequest) (*id
 		return nil, toStatus(err, s.log)
 	}
 	return routed(ctx, s, func(ctx context.Context) (*idempb.CompleteResponse, error) {
+		s.unfence(cmd)
 		res, err := s.backend.Apply(ctx, cmd)
 		if err != nil {
 			return nil, err
@@ -114,7 +118,7 @@ func (s *Server) Get(ctx context.Context, req *idempb.GetRequest) (*idempb.GetRe
 // readBarrier makes the following local read linearizable unless the
 // caller asked for a stale read.
 func (s *Server) readBarrier(ctx context.Context, c idempb.Consistency) error {
-	if c == idempb.Consistency_CONSISTENCY_STALE {
+	if c == idempb.Consistency_CONSISTENCY_STALE || s.staleReadsPlanted(ctx) {
 		return nil
 	}
 	return s.backend.LinearizableBarrier(ctx)

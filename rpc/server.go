@@ -51,6 +51,8 @@ type Server struct {
 	log     *slog.Logger
 	health  *health.Server
 	fwd     forwarder
+	// bug names a planted bug (fault injection for jepsen's self-test).
+	bug string
 }
 
 // Option configures a Server.

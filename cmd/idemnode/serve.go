@@ -40,6 +40,11 @@ type serveFlags struct {
 	logLevel          string
 	logFormat         string
 	clockOffset       time.Duration
+	diskStallTimeout  time.Duration
+	faultStallFile    string
+	faultBug          string
+	minLease          time.Duration
+	minTTL            time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -73,8 +78,17 @@ func newServeCmd() *cobra.Command {
 	fl.DurationVar(&f.snapshotInterval, "snapshot-interval", 2*time.Minute, "how often to check whether to snapshot")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
-	fl.DurationVar(&f.clockOffset, "fault-clock-offset", 0, "FAULT INJECTION: shift this node's clock (tests only)")
-	_ = fl.MarkHidden("fault-clock-offset")
+	fl.DurationVar(&f.diskStallTimeout, "disk-stall-timeout", 20*time.Second,
+		"exit when a Raft log write takes longer, so a healthy node can lead (0: off)")
+	fl.DurationVar(&f.minLease, "min-lease", time.Second, "smallest lease a claim may ask for")
+	fl.DurationVar(&f.minTTL, "min-ttl", time.Minute, "smallest TTL a claim may ask for")
+	// Fault injection, for the jepsen harness only: hidden and off by default.
+	fl.DurationVar(&f.clockOffset, "fault-clock-offset", 0, "FAULT INJECTION: shift this node's clock")
+	fl.StringVar(&f.faultStallFile, "fault-disk-stall-file", "", "FAULT INJECTION: Raft log writes block while this file exists")
+	fl.StringVar(&f.faultBug, "fault-bug", "", "FAULT INJECTION: plant a known bug (jepsen self-test)")
+	for _, name := range []string{"fault-clock-offset", "fault-disk-stall-file", "fault-bug"} {
+		_ = fl.MarkHidden(name)
+	}
 	return cmd
 }
 
@@ -93,6 +107,9 @@ func (f *serveFlags) validate() error {
 	}
 	if f.gossipProfile != "lan" && f.gossipProfile != "local" {
 		return fmt.Errorf("--gossip-profile must be lan or local, got %q", f.gossipProfile)
+	}
+	if f.minLease <= 0 || f.minLease > time.Hour || f.minTTL <= 0 || f.minTTL > 30*24*time.Hour {
+		return fmt.Errorf("--min-lease must be in (0, 1h] and --min-ttl in (0, 720h]")
 	}
 	if f.expiryInterval <= 0 {
 		return fmt.Errorf("--expiry-interval must be positive, got %s", f.expiryInterval)
@@ -130,23 +147,25 @@ func serve(ctx context.Context, f serveFlags) error {
 		return runtimeError{fmt.Errorf("listen grpc: %w", err)}
 	}
 	node, err := cluster.Open(cluster.Config{
-		NodeID:            f.nodeID,
-		DataDir:           f.dataDir,
-		RaftAddr:          f.raftAddr,
-		RaftAdvertise:     f.raftAdvertise,
-		GRPCAdvertise:     orDefault(f.grpcAdvertise, grpcLn.Addr().String()),
-		Bootstrap:         f.bootstrapExpect <= 1 && len(f.join) == 0,
-		GossipAddr:        f.gossipAddr,
-		GossipAdvertise:   f.gossipAdvertise,
-		GossipProfile:     f.gossipProfile,
-		Join:              f.join,
-		BootstrapExpect:   f.bootstrapExpect,
-		DeadServerCleanup: f.deadCleanup,
-		SnapshotThreshold: f.snapshotThreshold,
-		SnapshotInterval:  f.snapshotInterval,
-		ExpiryInterval:    f.expiryInterval,
-		ClockOffset:       f.clockOffset,
-		Logger:            log,
+		NodeID:             f.nodeID,
+		DataDir:            f.dataDir,
+		RaftAddr:           f.raftAddr,
+		RaftAdvertise:      f.raftAdvertise,
+		GRPCAdvertise:      orDefault(f.grpcAdvertise, grpcLn.Addr().String()),
+		Bootstrap:          f.bootstrapExpect <= 1 && len(f.join) == 0,
+		GossipAddr:         f.gossipAddr,
+		GossipAdvertise:    f.gossipAdvertise,
+		GossipProfile:      f.gossipProfile,
+		Join:               f.join,
+		BootstrapExpect:    f.bootstrapExpect,
+		DeadServerCleanup:  f.deadCleanup,
+		SnapshotThreshold:  f.snapshotThreshold,
+		SnapshotInterval:   f.snapshotInterval,
+		ExpiryInterval:     f.expiryInterval,
+		ClockOffset:        f.clockOffset,
+		DiskStallTimeout:   f.diskStallTimeout,
+		FaultDiskStallFile: f.faultStallFile,
+		Logger:             log,
 	})
 	if err != nil {
 		grpcLn.Close()
@@ -154,8 +173,18 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	defer node.Close()
 
-	api := rpc.NewServer(node, rpc.DefaultLimits(), log,
-		rpc.WithForwardSource(grpcLn.Addr().(*net.TCPAddr).IP))
+	opts := []rpc.Option{rpc.WithForwardSource(grpcLn.Addr().(*net.TCPAddr).IP)}
+	if f.faultBug != "" {
+		bug, err := rpc.WithPlantedBug(f.faultBug)
+		if err != nil {
+			return err
+		}
+		log.Warn("FAULT INJECTION: planted bug enabled; this node is deliberately incorrect", "bug", f.faultBug)
+		opts = append(opts, bug)
+	}
+	limits := rpc.DefaultLimits()
+	limits.MinLease, limits.MinTTL = f.minLease, f.minTTL
+	api := rpc.NewServer(node, limits, log, opts...)
 	g := grpc.NewServer(rpc.ServerOptions()...)
 	api.Register(g)
 	errc := make(chan error, 2)
