@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"io"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -9,17 +10,16 @@ import (
 	"github.com/idemnode/idemnode/fsm"
 )
 
-// trackedFSM records the index of the last log entry the state machine has
-// applied. raft.AppliedIndex is not that: raft advances it when it hands
-// entries to the FSM goroutine, before they are applied. Linearizable reads
-// wait on this index instead.
+// trackedFSM wakes goroutines waiting for the state machine to reach a log
+// index. The index is the state machine's own (fsm.Machine.Applied), not
+// raft.AppliedIndex, which raft advances when it hands entries to the FSM
+// goroutine, before they are applied. Linearizable reads wait on it.
 type trackedFSM struct {
 	*fsm.FSM
 
-	// mu guards applied and changed; changed is closed and replaced at every
-	// advance, which wakes all waiters without a poll loop.
+	// mu guards changed, which is closed and replaced after every apply or
+	// restore: that wakes all waiters without a poll loop.
 	mu      sync.Mutex
-	applied uint64
 	changed chan struct{}
 }
 
@@ -27,47 +27,41 @@ func newTrackedFSM() *trackedFSM {
 	return &trackedFSM{FSM: fsm.NewFSM(), changed: make(chan struct{})}
 }
 
-// Apply applies one entry, then advances the applied index.
+// Apply applies one entry, then wakes waiters.
 func (t *trackedFSM) Apply(l *raft.Log) interface{} {
-	res := t.FSM.Apply(l)
-	t.advance(l.Index)
-	return res
+	defer t.wake()
+	return t.FSM.Apply(l)
 }
 
-// ApplyBatch applies entries raft hands over together, then advances the
-// applied index once.
+// ApplyBatch applies entries raft hands over together, then wakes waiters.
 func (t *trackedFSM) ApplyBatch(logs []*raft.Log) []interface{} {
-	res := t.FSM.ApplyBatch(logs)
-	if len(logs) > 0 {
-		t.advance(logs[len(logs)-1].Index)
-	}
-	return res
+	defer t.wake()
+	return t.FSM.ApplyBatch(logs)
 }
 
-func (t *trackedFSM) advance(index uint64) {
+// Restore replaces the state (with the applied index the snapshot holds).
+func (t *trackedFSM) Restore(rc io.ReadCloser) error {
+	defer t.wake()
+	return t.FSM.Restore(rc)
+}
+
+func (t *trackedFSM) wake() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if index > t.applied {
-		t.applied = index
-		close(t.changed)
-		t.changed = make(chan struct{})
-	}
+	close(t.changed)
+	t.changed = make(chan struct{})
 }
 
 // Applied returns the index of the last entry the state machine applied.
-func (t *trackedFSM) Applied() uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.applied
-}
+func (t *trackedFSM) Applied() uint64 { return t.Machine.Applied() }
 
 // waitApplied blocks until the state machine applied index or ctx ends.
 func (t *trackedFSM) waitApplied(ctx context.Context, index uint64) error {
 	for {
 		t.mu.Lock()
-		applied, changed := t.applied, t.changed
+		changed := t.changed
 		t.mu.Unlock()
-		if applied >= index {
+		if t.Applied() >= index {
 			return nil
 		}
 		select {

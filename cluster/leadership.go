@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,7 +22,48 @@ type termStart struct {
 // leaderState is the per-term readiness of this node as leader.
 type leaderState struct {
 	ready atomic.Pointer[termStart]
+
+	// mu guards changed and stopped. changed is closed and replaced at every
+	// change of this node's leadership, so any number of waiters learn of it
+	// without polling (see LeaderChanged); once stopped it stays closed.
+	mu      sync.Mutex
+	changed chan struct{}
+	stopped bool
 }
+
+// changedCh returns the channel closed at the next leadership change.
+func (l *leaderState) changedCh() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
+	return l.changed
+}
+
+// signalChange wakes every holder of the current channel; after stop, the
+// channel stays closed.
+func (l *leaderState) signalChange(stop bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return
+	}
+	if l.changed != nil {
+		close(l.changed)
+	}
+	l.changed, l.stopped = make(chan struct{}), stop
+	if stop {
+		close(l.changed)
+	}
+}
+
+// LeaderChanged returns a channel that is closed at the next change of this
+// node's own leadership (gained or lost) and when the node stops. To learn
+// whether a leader's term is still running, take the channel first and then
+// check that the node is leader: raft clears its leader before it reports
+// the loss, so a loss between the two steps is seen by one or the other.
+func (n *Node) LeaderChanged() <-chan struct{} { return n.leader.changedCh() }
 
 // watchLeadership reacts to raft's leadership notifications: on gaining
 // leadership it commits a no-op state-machine command (Expire with limit 0),
@@ -31,8 +73,10 @@ func (n *Node) watchLeadership() {
 	for {
 		select {
 		case <-n.stop:
+			n.leader.signalChange(true)
 			return
 		case isLeader := <-n.leaderNotify:
+			n.leader.signalChange(false)
 			if isLeader {
 				n.log.Info("became leader", "term", n.raft.CurrentTerm())
 				n.establishTerm()

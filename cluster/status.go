@@ -25,6 +25,7 @@ type Status struct {
 func (n *Node) Status() Status {
 	_, leaderID := n.raft.LeaderWithID()
 	m := n.Machine()
+	applied, digest := m.DigestAt()
 	return Status{
 		NodeID:       n.cfg.NodeID,
 		State:        strings.ToLower(n.raft.State().String()),
@@ -32,9 +33,9 @@ func (n *Node) Status() Status {
 		LeaderAddr:   n.grpcAddrOf(string(leaderID)),
 		Term:         n.raft.CurrentTerm(),
 		CommitIndex:  n.raft.CommitIndex(),
-		AppliedIndex: n.fsm.Applied(),
+		AppliedIndex: applied,
 		Records:      m.Len(),
-		Digest:       m.Digest(),
+		Digest:       digest,
 		FSMTime:      m.Now(),
 	}
 }

@@ -8,7 +8,8 @@ const commandFormat byte = 1
 
 // EncodeCommand returns the log-entry form of c.
 func EncodeCommand(c *Command) []byte {
-	e := encoder{buf: make([]byte, 0, 64+len(c.Fingerprint)+responseSize(c.Response))}
+	size := 64 + len(c.Key.Tenant) + len(c.Key.Scope) + len(c.Key.Key) + len(c.Owner) + len(c.Fingerprint) + responseSize(c.Response)
+	e := encoder{buf: make([]byte, 0, size)}
 	e.byte1(commandFormat)
 	e.command(c)
 	return e.buf
@@ -142,7 +143,12 @@ func (d *decoder) response() *Response {
 		d.fail(fmt.Errorf("%w: response presence byte", ErrMalformed))
 		return nil
 	}
-	r := &Response{Status: int32(d.varint())}
+	status := d.varint()
+	if status != int64(int32(status)) {
+		d.fail(fmt.Errorf("%w: response status %d", ErrMalformed, status))
+		return nil
+	}
+	r := &Response{Status: int32(status)}
 	if n := d.count(2); n > 0 {
 		r.Headers = make([]Header, 0, n)
 		for i := 0; i < n && d.err == nil; i++ {

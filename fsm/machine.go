@@ -25,6 +25,7 @@ func NewMachine() *Machine {
 func (m *Machine) Apply(index uint64, c *Command) Result {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.st.applied = max(m.st.applied, index)
 	if c.Type == TypeBatch {
 		res := Result{Outcome: OutcomeOK, Batch: make([]Result, len(c.Batch))}
 		for i, sub := range c.Batch {
@@ -62,6 +63,21 @@ func (m *Machine) applyOne(c *Command, token uint64) Result {
 		m.watch.notify(c.Key)
 	}
 	return res
+}
+
+// MarkApplied records that the log entry at index was applied without a
+// command for the state machine (a configuration change).
+func (m *Machine) MarkApplied(index uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.applied = max(m.st.applied, index)
+}
+
+// Applied returns the index of the last log entry applied.
+func (m *Machine) Applied() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.st.applied
 }
 
 // Get returns the live record under k, as of the last applied command.

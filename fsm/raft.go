@@ -26,6 +26,7 @@ var (
 // stop rather than diverge from the others.
 func (f *FSM) Apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand {
+		f.MarkApplied(l.Index)
 		return nil
 	}
 	c, err := DecodeCommand(l.Data)

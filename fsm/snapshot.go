@@ -27,7 +27,7 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 var ErrChecksum = errors.New("snapshot checksum mismatch")
 
 // WriteSnapshot streams the state: a header (magic, version, FSM time,
-// record count), each record length-prefixed in key order, then a CRC-32C
+// applied index, record count), each record length-prefixed in key order, then a CRC-32C
 // of everything before it.
 func (s *state) writeSnapshot(w io.Writer) error {
 	crc := crc32.New(crcTable)
@@ -36,6 +36,7 @@ func (s *state) writeSnapshot(w io.Writer) error {
 	e.buf = append(e.buf, snapshotMagic...)
 	e.uvarint(snapshotVersion)
 	e.varint(s.now)
+	e.uvarint(s.applied)
 	e.uvarint(uint64(s.records.Len()))
 	if _, err := bw.Write(e.buf); err != nil {
 		return fmt.Errorf("write snapshot header: %w", err)
@@ -82,12 +83,16 @@ func readSnapshot(r io.Reader) (*state, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read snapshot time: %w", ErrTruncated)
 	}
+	applied, err := binary.ReadUvarint(tee)
+	if err != nil {
+		return nil, fmt.Errorf("read snapshot applied index: %w", ErrTruncated)
+	}
 	count, err := binary.ReadUvarint(tee)
 	if err != nil {
 		return nil, fmt.Errorf("read snapshot count: %w", ErrTruncated)
 	}
 	s := newState()
-	s.now = now
+	s.now, s.applied = now, applied
 	var buf []byte
 	var prev *Record
 	for i := uint64(0); i < count; i++ {
@@ -178,6 +183,13 @@ func (s *state) digest() string {
 
 // Digest returns the state digest (hex SHA-256) as of the last applied command.
 func (m *Machine) Digest() string { return m.view().digest() }
+
+// DigestAt returns the applied index and the digest of the state at that
+// index, taken from one consistent view.
+func (m *Machine) DigestAt() (uint64, string) {
+	v := m.view()
+	return v.applied, v.digest()
+}
 
 // WriteSnapshot writes the current state to w in the snapshot format.
 func (m *Machine) WriteSnapshot(w io.Writer) error { return m.view().writeSnapshot(w) }

@@ -25,7 +25,11 @@ func lessExpiry(a, b expiryItem) bool {
 // state is the replicated data: the records, an index by expiry, and FSM
 // time. It has no lock of its own; Machine serialises access.
 type state struct {
-	now     int64
+	now int64
+	// applied is the index of the last log entry applied. It is kept with
+	// the state (and in snapshots) so that a read of the state and of the
+	// index it reflects is one atomic view; the digest leaves it out.
+	applied uint64
 	records *btree.BTreeG[*Record]
 	expiry  *btree.BTreeG[expiryItem]
 }
@@ -40,7 +44,7 @@ func newState() *state {
 // clone is O(1): the trees copy their nodes lazily on the next write, which
 // is what makes Snapshot cheap while Apply continues.
 func (s *state) clone() *state {
-	return &state{now: s.now, records: s.records.Clone(), expiry: s.expiry.Clone()}
+	return &state{now: s.now, applied: s.applied, records: s.records.Clone(), expiry: s.expiry.Clone()}
 }
 
 func (s *state) get(k RecordKey) (*Record, bool) {

@@ -1,0 +1,211 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"reflect"
+	"testing"
+)
+
+// seedCommands holds one valid command of every type, and the edge forms
+// (nil response, empty batch, empty strings) the codec must keep apart.
+func seedCommands() []*Command {
+	return []*Command{
+		claim("k", "o1", at(0)),
+		claimWith("", "", "", 0, 0, -1),
+		complete("k", tok(1), charged, at(1)),
+		complete("k", tok(1), nil, at(1)),
+		complete("k", tok(1), &Response{}, at(1)),
+		release("k", tok(1), at(2)),
+		extend("k", tok(1), 60*sec, at(3)),
+		expire(1<<32-1, at(4)),
+		batch(),
+		batch(claim("a", "o1", at(5)), complete("a", TokenFor(9, 0), resp(402, "declined"), at(5)),
+			release("b", 7, at(5)), extend("c", 8, sec, at(5)), expire(100, at(6))),
+	}
+}
+
+// sentinel reports whether err wraps one of the package's decoding errors.
+func sentinel(err error) bool {
+	return errors.Is(err, ErrTruncated) || errors.Is(err, ErrMalformed) || errors.Is(err, ErrChecksum)
+}
+
+func FuzzDecodeCommand(f *testing.F) {
+	for _, c := range seedCommands() {
+		f.Add(EncodeCommand(c))
+	}
+	f.Add([]byte{})
+	f.Add([]byte{commandFormat})
+	f.Add([]byte{commandFormat, byte(TypeBatch), 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := DecodeCommand(b)
+		if err != nil {
+			if c != nil || !sentinel(err) {
+				t.Fatalf("decode error %v with command %+v", err, c)
+			}
+			return
+		}
+		enc := EncodeCommand(c)
+		again, err := DecodeCommand(enc)
+		if err != nil {
+			t.Fatalf("re-encoded command does not decode: %v", err)
+		}
+		if !reflect.DeepEqual(c, again) || !bytes.Equal(EncodeCommand(again), enc) {
+			t.Fatalf("round trip changed the command\n got %+v\nwant %+v", again, c)
+		}
+		// Whatever decodes must also apply, on any node, without panicking.
+		a, b2 := NewMachine(), NewMachine()
+		if !sameResult(a.Apply(1, c), b2.Apply(1, again)) || a.Digest() != b2.Digest() {
+			t.Fatal("equal commands applied differently")
+		}
+	})
+}
+
+func TestDecodeCommandRefusesMalformed(t *testing.T) {
+	valid := EncodeCommand(complete("k", tok(1), charged, at(1)))
+	withResponseByte := func(v byte) []byte {
+		b := EncodeCommand(complete("k", 1, nil, 0))
+		b[len(b)-1] = v // the presence byte is the last one of a nil response
+		return b
+	}
+	// A status beyond int32: no encoder writes it, so it must not decode to
+	// a truncated (here negative) status.
+	bigStatus := EncodeCommand(complete("k", 1, &Response{}, 0))
+	bigStatus = append(bigStatus[:len(bigStatus)-4], 1, 0x80, 0x80, 0x80, 0x80, 0x10, 0, 0)
+	huge := &Command{Type: TypeBatch}
+	for range MaxBatch + 1 {
+		huge.Batch = append(huge.Batch, expire(1, 0))
+	}
+	cases := map[string][]byte{
+		"empty":                 {},
+		"unknown format":        append([]byte{2}, valid[1:]...),
+		"type unknown":          {commandFormat, byte(TypeUnknown), 0},
+		"type past the last":    {commandFormat, byte(typeEnd), 0},
+		"truncated":             valid[:len(valid)-1],
+		"trailing bytes":        append(append([]byte(nil), valid...), 0),
+		"nested batch":          EncodeCommand(batch(batch())),
+		"batch count too large": {commandFormat, byte(TypeBatch), 0, 0xff, 0xff, 0x03},
+		"batch over MaxBatch":   EncodeCommand(huge),
+		"response presence 2":   withResponseByte(2),
+		"status beyond int32":   bigStatus,
+		"expire limit > 2^32":   {commandFormat, byte(TypeExpire), 0, 0x80, 0x80, 0x80, 0x80, 0x10},
+		"string past the end":   {commandFormat, byte(TypeRelease), 0, 0x7f, 'a'},
+		"varint overflow":       {commandFormat, byte(TypeRelease), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+	}
+	for name, b := range cases {
+		if c, err := DecodeCommand(b); err == nil || !sentinel(err) {
+			t.Errorf("%s: decoded %+v, err %v; want a decoding error", name, c, err)
+		}
+	}
+}
+
+// fuzzState is a small state with both kinds of record and a stored response.
+func fuzzState(t tb) *harness {
+	h := newHarness(t)
+	h.applyAll(claim("a", "o1", at(0)), complete("a", tok(1), charged, at(1)),
+		claimWith("b", "fp-B", "o2", 10*sec, 60*sec, at(2)))
+	return h
+}
+
+func seedSnapshots(t tb) [][]byte {
+	return [][]byte{snapshotBytes(t, NewMachine()), snapshotBytes(t, fuzzState(t).m)}
+}
+
+func FuzzRestore(f *testing.F) {
+	for _, snap := range seedSnapshots(f) {
+		f.Add(snap)
+		f.Add(snap[:len(snap)-1])
+		f.Add(snap[:len(snap)/2])
+		f.Add(snap[:len(snapshotMagic)+1])
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m := fuzzState(t).m
+		before := m.Digest()
+		if err := m.Restore(bytes.NewReader(b)); err != nil {
+			if !sentinel(err) {
+				t.Fatalf("restore error %v wraps no sentinel", err)
+			}
+			if m.Digest() != before || m.Len() != 2 {
+				t.Fatalf("refused snapshot changed the state: %v", err)
+			}
+			return
+		}
+		if r := restored(t, snapshotBytes(t, m)); r.Digest() != m.Digest() {
+			t.Fatal("accepted snapshot does not round-trip")
+		}
+	})
+}
+
+func TestRestoreRefusesEveryTruncation(t *testing.T) {
+	snap := snapshotBytes(t, fuzzState(t).m)
+	for n := range len(snap) {
+		mustRefuse(t, snap[:n], "truncated to %d of %d bytes", n, len(snap))
+	}
+	mustRefuse(t, append(append([]byte(nil), snap...), 0), "one trailing byte")
+}
+
+func TestRestoreRefusesEveryFlippedByte(t *testing.T) {
+	snap := snapshotBytes(t, fuzzState(t).m)
+	for i := range snap {
+		for _, mask := range []byte{0x01, 0x80, 0xff} {
+			bad := append([]byte(nil), snap...)
+			bad[i] ^= mask
+			mustRefuse(t, bad, "byte %d xor %#x", i, mask)
+		}
+	}
+}
+
+// mustRefuse restores b over a non-empty state and requires a sentinel
+// error and the state untouched.
+func mustRefuse(t *testing.T, b []byte, format string, args ...any) {
+	t.Helper()
+	h := fuzzState(t)
+	before := h.m.Digest()
+	_, _, ch := h.m.GetWatch(rk("b"))
+	err := h.m.Restore(bytes.NewReader(b))
+	if err == nil || !sentinel(err) {
+		t.Fatalf("%s: restore returned %v, want a decoding error", fmt.Sprintf(format, args...), err)
+	}
+	if h.m.Digest() != before || isClosed(ch) {
+		t.Fatalf("%s: refused snapshot changed the state or woke waiters", fmt.Sprintf(format, args...))
+	}
+}
+
+// craftSnapshot writes records as given, in the given order, with a valid
+// checksum, so that only the record-level checks can refuse it.
+func craftSnapshot(now int64, recs ...*Record) []byte {
+	var e encoder
+	e.buf = append(e.buf, snapshotMagic...)
+	e.uvarint(snapshotVersion)
+	e.varint(now)
+	e.uvarint(0) // applied index
+	e.uvarint(uint64(len(recs)))
+	for _, r := range recs {
+		var re encoder
+		re.record(r)
+		e.bytes(re.buf)
+	}
+	return binary.BigEndian.AppendUint32(e.buf, crc32.Checksum(e.buf, crcTable))
+}
+
+func TestRestoreRefusesInvalidRecords(t *testing.T) {
+	a, b := base(), rec(func(r *Record) { r.Key = "l" })
+	if got, want := craftSnapshot(at(0), a, b), snapshotBytes(t, restored(t, craftSnapshot(at(0), a, b))); !bytes.Equal(got, want) {
+		t.Fatal("craftSnapshot does not write the snapshot format")
+	}
+	bigLen := append([]byte(snapshotMagic), 1, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f)
+	cases := map[string][]byte{
+		"out of order":       craftSnapshot(at(0), b, a),
+		"duplicate key":      craftSnapshot(at(0), a, a),
+		"state unknown":      craftSnapshot(at(0), rec(func(r *Record) { r.State = StateUnknown })),
+		"state past the end": craftSnapshot(at(0), rec(func(r *Record) { r.State = 3 })),
+		"record too large":   bigLen,
+		"version 2":          append([]byte(snapshotMagic), 2, 0, 0, 0, 0, 0, 0),
+	}
+	for name, snap := range cases {
+		mustRefuse(t, snap, "%s", name)
+	}
+}

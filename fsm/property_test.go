@@ -1,0 +1,364 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// The small universe random command sequences draw from, so that keys,
+// owners and fingerprints collide often.
+var (
+	propKeys = []RecordKey{
+		{Tenant: "t1", Scope: "POST /a", Key: "k1"}, {Tenant: "t1", Scope: "POST /a", Key: "k2"},
+		{Tenant: "t1", Scope: "POST /b", Key: "k1"}, {Tenant: "t2", Scope: "POST /a", Key: "k1"},
+	}
+	propOwners  = []string{"o1", "o2", "o3"}
+	propFPs     = [][]byte{[]byte("f1"), []byte("f1"), []byte("f1"), []byte("f2")}
+	propLeases  = []int64{1 * sec, 30 * sec, 90 * sec}
+	propTTLs    = []int64{60 * sec, 300 * sec, 0}
+	propBodies  = [][]byte{nil, {}, []byte("ok"), []byte("declined")}
+	propHeaders = [][]Header{nil, {}, {{"A", "1"}}, {{"A", "1"}, {"A", "2"}}}
+)
+
+// cmdGen draws commands whose Now wanders forward and sometimes back, and
+// whose tokens are mostly ones the machine really issued.
+type cmdGen struct {
+	now    int64
+	tokens []uint64
+}
+
+func (g *cmdGen) command(t *rapid.T, top bool) *Command {
+	g.now += rapid.Int64Range(-20*sec, 60*sec).Draw(t, "dt")
+	c := &Command{Now: g.now, Key: rapid.SampledFrom(propKeys).Draw(t, "key")}
+	switch kind := rapid.IntRange(0, 9).Draw(t, "kind"); {
+	case kind < 4:
+		c.Type = TypeClaim
+		c.Fingerprint = rapid.SampledFrom(propFPs).Draw(t, "fp")
+		c.Owner = rapid.SampledFrom(propOwners).Draw(t, "owner")
+		c.Lease = rapid.SampledFrom(propLeases).Draw(t, "lease")
+		c.TTL = rapid.SampledFrom(propTTLs).Draw(t, "ttl")
+	case kind < 6:
+		c.Type, c.Token = TypeComplete, g.token(t)
+		if rapid.IntRange(0, 4).Draw(t, "nilResp") > 0 {
+			c.Response = &Response{
+				Status:  rapid.SampledFrom([]int32{200, 402}).Draw(t, "status"),
+				Headers: rapid.SampledFrom(propHeaders).Draw(t, "headers"),
+				Body:    rapid.SampledFrom(propBodies).Draw(t, "body"),
+			}
+		}
+	case kind == 6:
+		c.Type, c.Token = TypeRelease, g.token(t)
+	case kind == 7:
+		c.Type, c.Token = TypeExtend, g.token(t)
+		c.Lease = rapid.SampledFrom(propLeases).Draw(t, "lease")
+	case kind == 8 || !top:
+		c = &Command{Type: TypeExpire, Now: g.now, Limit: uint32(rapid.IntRange(0, 3).Draw(t, "limit"))}
+	default:
+		c = &Command{Type: TypeBatch, Now: g.now}
+		for range rapid.IntRange(0, 6).Draw(t, "batchLen") {
+			c.Batch = append(c.Batch, g.command(t, false))
+		}
+	}
+	return c
+}
+
+func (g *cmdGen) token(t *rapid.T) uint64 {
+	if len(g.tokens) > 0 && rapid.IntRange(0, 4).Draw(t, "realToken") > 0 {
+		return rapid.SampledFrom(g.tokens).Draw(t, "token")
+	}
+	return rapid.Uint64Range(0, 1<<20).Draw(t, "token")
+}
+
+func (g *cmdGen) learn(res Result) {
+	if res.Outcome == OutcomeWon {
+		g.tokens = append(g.tokens, res.Record.Token)
+	}
+	for _, sub := range res.Batch {
+		g.learn(sub)
+	}
+}
+
+// TestPropertyReplicasAgree applies one random log to two machines, one
+// through the codec and a snapshot/restore half way, and requires equal
+// results at every step and equal state at the end.
+func TestPropertyReplicasAgree(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		g := &cmdGen{now: t0}
+		a, b := NewMachine(), NewMachine()
+		inv := newSafety()
+		steps := rapid.IntRange(1, 150).Draw(t, "steps")
+		snapAt := rapid.IntRange(0, steps).Draw(t, "snapAt")
+		var index uint64
+		for i := range steps {
+			if i == snapAt {
+				b = restored(t, snapshotBytes(t, b))
+				if a.Digest() != b.Digest() {
+					t.Fatalf("step %d: digest changed by snapshot/restore", i)
+				}
+			}
+			c := g.command(t, true)
+			index += uint64(rapid.IntRange(1, 3).Draw(t, "gap"))
+			before := inv.capture(a)
+			ra := a.Apply(index, c)
+			rb := b.Apply(index, decoded(t, c))
+			if !sameResult(ra, rb) {
+				t.Fatalf("step %d (%v at %d): results differ\n a %+v\n b %+v", i, c.Type, index, ra, rb)
+			}
+			if err := inv.check(before, inv.capture(a), a.Now()); err != nil {
+				t.Fatalf("step %d (%v at %d): %v", i, c.Type, index, err)
+			}
+			g.learn(ra)
+		}
+		if a.Digest() != b.Digest() || !bytes.Equal(snapshotBytes(t, a), snapshotBytes(t, b)) {
+			t.Fatalf("digests differ after %d steps", steps)
+		}
+	})
+}
+
+func decoded(t *rapid.T, c *Command) *Command {
+	d, err := DecodeCommand(EncodeCommand(c))
+	if err != nil {
+		t.Fatalf("decode %v: %v", c.Type, err)
+	}
+	return d
+}
+
+// safety checks the guarantees of DESIGN.md §3 between two consecutive
+// states: a completed record never changes during its TTL lifetime (so at
+// most one completion is recorded), a record's token never goes back, and
+// every newly issued token is larger than any issued before.
+type safety struct{ maxToken uint64 }
+
+func newSafety() *safety { return &safety{} }
+
+func (s *safety) capture(m *Machine) map[RecordKey]*Record {
+	out := make(map[RecordKey]*Record, len(propKeys))
+	for _, k := range propKeys {
+		if r, ok := m.st.get(k); ok {
+			out[k] = r
+		}
+	}
+	return out
+}
+
+func (s *safety) check(before, after map[RecordKey]*Record, now int64) error {
+	// Tokens issued by this step (a batch may issue several) must all exceed
+	// those seen before it.
+	floor := s.maxToken
+	for _, k := range propKeys {
+		prev, cur := before[k], after[k]
+		if cur != nil && cur.ExpiresAt <= now {
+			cur = nil // past TTL: absent for every command
+		}
+		switch {
+		// Time only grows, so a completed record live at the end of the step
+		// was live throughout it: nothing may have touched it.
+		case prev != nil && prev.State == StateCompleted && prev.ExpiresAt > now &&
+			!bytes.Equal(recordBytes(prev), recordBytes(cur)):
+			return fmt.Errorf("completed record %q changed within its lifetime:\n%+v\n-> %+v", k.Key, prev, cur)
+		case cur == nil:
+		case prev != nil && cur.Token == prev.Token:
+			if cur.Owner != prev.Owner || cur.Attempt != prev.Attempt || cur.CreatedAt != prev.CreatedAt {
+				return fmt.Errorf("record %q changed holder without a new token", k.Key)
+			}
+		case cur.Token <= floor:
+			return fmt.Errorf("record %q holds new token %d, not above %d", k.Key, cur.Token, floor)
+		}
+		if cur != nil {
+			s.maxToken = max(s.maxToken, cur.Token)
+		}
+	}
+	return nil
+}
+
+// TestSafetyCheckerCatchesPlantedBugs shows the checker above can fail.
+func TestSafetyCheckerCatchesPlantedBugs(t *testing.T) {
+	k := propKeys[0]
+	mk := func(edit func(r *Record)) map[RecordKey]*Record {
+		r := &Record{RecordKey: k, State: StateCompleted, Token: tok(5), Attempt: 1, ExpiresAt: at(100),
+			Response: resp(200, "first")}
+		edit(r)
+		return map[RecordKey]*Record{k: r}
+	}
+	fin := mk(func(*Record) {})
+	planted := map[string]map[RecordKey]*Record{
+		"second completion": mk(func(r *Record) { r.Response = resp(200, "second") }),
+		"re-claimed":        mk(func(r *Record) { r.State, r.Token = StatePending, tok(9) }),
+		"released":          {},
+	}
+	for name, after := range planted {
+		if err := newSafety().check(fin, after, at(10)); err == nil {
+			t.Errorf("%s: not caught", name)
+		}
+	}
+	pending := mk(func(r *Record) { r.State, r.Response = StatePending, nil })
+	s := &safety{maxToken: tok(5)}
+	if err := s.check(pending, mk(func(r *Record) { r.State, r.Owner = StatePending, "thief" }), at(10)); err == nil {
+		t.Error("holder changed without a new token: not caught")
+	}
+	if err := s.check(nil, mk(func(r *Record) { r.Token = tok(4) }), at(10)); err == nil {
+		t.Error("token going back: not caught")
+	}
+	if err := newSafety().check(fin, fin, at(10)); err != nil {
+		t.Errorf("no change reported as %v", err)
+	}
+}
+
+// TestPropertySnapshotRoundTrip: write, restore, write again gives the same
+// bytes, digest, time and records.
+func TestPropertySnapshotRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		g := &cmdGen{now: t0}
+		m := NewMachine()
+		for i := range rapid.IntRange(0, 80).Draw(t, "steps") {
+			g.learn(m.Apply(uint64(i+1), g.command(t, true)))
+		}
+		snap := snapshotBytes(t, m)
+		r := restored(t, snap)
+		if again := snapshotBytes(t, r); !bytes.Equal(snap, again) {
+			t.Fatalf("snapshot of the restored state differs (%d vs %d bytes)", len(snap), len(again))
+		}
+		if r.Digest() != m.Digest() || r.Now() != m.Now() || r.Len() != m.Len() {
+			t.Fatalf("restored digest/time/len differ")
+		}
+		for _, k := range propKeys {
+			x, _ := m.Get(k)
+			y, _ := r.Get(k)
+			if !bytes.Equal(recordBytes(x), recordBytes(y)) {
+				t.Fatalf("record %v: %+v restored as %+v", k, x, y)
+			}
+		}
+	})
+}
+
+// anyCommand draws a command with arbitrary values in the fields its type uses.
+func anyCommand(t *rapid.T, top bool) *Command {
+	last := TypeExpire
+	if top {
+		last = TypeBatch
+	}
+	c := &Command{Type: CommandType(rapid.IntRange(int(TypeClaim), int(last)).Draw(t, "type")), Now: rapid.Int64().Draw(t, "now")}
+	bytesGen := rapid.SliceOfN(rapid.Byte(), 0, 40)
+	str := func(label string) string { return string(bytesGen.Draw(t, label)) }
+	if c.Type != TypeExpire && c.Type != TypeBatch {
+		c.Key = RecordKey{Tenant: str("tenant"), Scope: str("scope"), Key: str("key")}
+	}
+	switch c.Type {
+	case TypeClaim:
+		c.Fingerprint, c.Owner = bytesGen.Draw(t, "fp"), str("owner")
+		c.Lease, c.TTL = rapid.Int64().Draw(t, "lease"), rapid.Int64().Draw(t, "ttl")
+	case TypeComplete:
+		c.Token = rapid.Uint64().Draw(t, "token")
+		if rapid.Bool().Draw(t, "hasResp") {
+			c.Response = &Response{Status: rapid.Int32().Draw(t, "status"), Body: bytesGen.Draw(t, "body")}
+			for range rapid.IntRange(0, 3).Draw(t, "nHeaders") {
+				c.Response.Headers = append(c.Response.Headers, Header{str("name"), str("value")})
+			}
+		}
+	case TypeRelease:
+		c.Token = rapid.Uint64().Draw(t, "token")
+	case TypeExtend:
+		c.Token, c.Lease = rapid.Uint64().Draw(t, "token"), rapid.Int64().Draw(t, "lease")
+	case TypeExpire:
+		c.Limit = rapid.Uint32().Draw(t, "limit")
+	case TypeBatch:
+		for range rapid.IntRange(0, 5).Draw(t, "batchLen") {
+			c.Batch = append(c.Batch, anyCommand(t, false))
+		}
+	}
+	return c
+}
+
+// normalise makes empty slices nil, the only difference a round trip may make.
+func normalise(c *Command) *Command {
+	if c == nil {
+		return nil
+	}
+	n := *c
+	if len(n.Fingerprint) == 0 {
+		n.Fingerprint = nil
+	}
+	if n.Response != nil {
+		r := *n.Response
+		if len(r.Headers) == 0 {
+			r.Headers = nil
+		}
+		if len(r.Body) == 0 {
+			r.Body = nil
+		}
+		n.Response = &r
+	}
+	n.Batch = nil
+	for _, sub := range c.Batch {
+		n.Batch = append(n.Batch, normalise(sub))
+	}
+	return &n
+}
+
+func TestPropertyCommandRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := anyCommand(t, true)
+		b := EncodeCommand(c)
+		d, err := DecodeCommand(b)
+		if err != nil {
+			t.Fatalf("decode %v: %v", c.Type, err)
+		}
+		if !reflect.DeepEqual(normalise(c), normalise(d)) {
+			t.Fatalf("round trip\n got %+v\nwant %+v", d, c)
+		}
+		if !bytes.Equal(EncodeCommand(d), b) {
+			t.Fatal("re-encoding the decoded command gives other bytes")
+		}
+	})
+}
+
+// TestPropertyInsertionOrderIrrelevant builds one state by applying the
+// commands of independent keys in two different orders (each at its own log
+// index and the same Now): digests and snapshot bytes must not differ.
+func TestPropertyInsertionOrderIrrelevant(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 40).Draw(t, "keys")
+		type entry struct {
+			index uint64
+			cmd   *Command
+		}
+		var claims, follow []entry
+		for i := range n {
+			k := RecordKey{Tenant: fmt.Sprintf("t%d", i%3), Scope: "POST /x", Key: fmt.Sprintf("key-%02d", i)}
+			c := &Command{Type: TypeClaim, Now: at(0), Key: k, Fingerprint: []byte("fp"), Owner: "o",
+				Lease: defLease, TTL: rapid.SampledFrom(propTTLs[:2]).Draw(t, "ttl")}
+			claims = append(claims, entry{uint64(100 + i), c})
+			tk := TokenFor(uint64(100+i), 0)
+			var f *Command
+			switch rapid.IntRange(0, 3).Draw(t, "then") {
+			case 0:
+				f = complete("", tk, resp(200, k.Key), at(5))
+			case 1:
+				f = release("", tk, at(5))
+			case 2:
+				f = extend("", tk, 90*sec, at(5))
+			}
+			if f != nil {
+				f.Key = k
+				follow = append(follow, entry{uint64(1000 + i), f})
+			}
+		}
+		build := func(label string) *Machine {
+			m := NewMachine()
+			for _, group := range [][]entry{claims, follow} {
+				for _, e := range rapid.Permutation(group).Draw(t, label) {
+					m.Apply(e.index, e.cmd)
+				}
+			}
+			return m
+		}
+		a, b := build("orderA"), build("orderB")
+		if a.Digest() != b.Digest() || !bytes.Equal(snapshotBytes(t, a), snapshotBytes(t, b)) {
+			t.Fatal("insertion order changed the state")
+		}
+	})
+}
