@@ -1,0 +1,63 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/fsm"
+	"github.com/idemnode/idemnode/internal/testcluster"
+)
+
+// mustSingleNode opens a standalone one-node cluster on a temp dir.
+func mustSingleNode(t *testing.T, tune func(*cluster.Config)) *cluster.Node {
+	t.Helper()
+	cfg := cluster.Config{NodeID: "solo", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", Bootstrap: true,
+		ExpiryInterval: 50 * time.Millisecond}
+	if tune != nil {
+		tune(&cfg)
+	}
+	n, err := cluster.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	testcluster.Eventually(t, 10*time.Second, "leader ready", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return n.LinearizableBarrier(ctx)
+	})
+	return n
+}
+
+// TestExpiryTickerDeletesExpiredRecords: records disappear at their TTL
+// through the leader's Expire proposals, in bounded batches, with no
+// external trigger.
+func TestExpiryTickerDeletesExpiredRecords(t *testing.T) {
+	t.Parallel()
+	n := mustSingleNode(t, func(c *cluster.Config) { c.ExpiryLimit = 7 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 30 {
+		ttl := 300 * time.Millisecond
+		if i%10 == 0 {
+			ttl = time.Hour // these stay
+		}
+		_, err := n.Apply(ctx, &fsm.Command{Type: fsm.TypeClaim, Key: fsm.RecordKey{Key: fmt.Sprint(i)},
+			Owner: "o", Lease: int64(100 * time.Millisecond), TTL: int64(ttl)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := n.Machine().Len(); got != 30 {
+		t.Fatalf("%d records stored, want 30", got)
+	}
+	testcluster.Eventually(t, 10*time.Second, "expired records deleted", func() error {
+		if got := n.Machine().Len(); got != 3 {
+			return fmt.Errorf("%d records left, want the 3 long-lived ones", got)
+		}
+		return nil
+	})
+}
