@@ -37,7 +37,7 @@ type Member struct {
 	Gossip    string
 	Raft      string
 	GRPC      string
-	State     string // alive, suspect, dead, left
+	State     string // alive, dead or left
 	InCluster bool
 	// Since is when the member entered its current state, as this node
 	// observed it (zero for members seen alive since start).
@@ -47,16 +47,22 @@ type Member struct {
 }
 
 // membership runs memberlist: discovery of the other servers and failure
-// detection. It keeps its own record of departures, because memberlist
-// forgets dead and left nodes after a while and Members lists only live ones.
+// detection. It keeps its own table of members, fed by memberlist's events
+// (which carry copies of the node records): memberlist's Members() hands out
+// pointers to records its own goroutines keep writing, and it forgets dead
+// and left nodes after a while.
 type membership struct {
 	list   *memberlist.Memberlist
 	events chan memberlist.NodeEvent
+	// changed receives a signal (coalesced) after every membership change.
+	changed chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
 
-	// mu guards meta (advertised by NodeMeta) and departed.
-	mu       sync.Mutex
-	meta     memberMeta
-	departed map[string]Member
+	// mu guards meta (advertised by NodeMeta) and table.
+	mu    sync.Mutex
+	meta  memberMeta
+	table map[string]Member
 }
 
 // gossipDelegate serves our metadata; the other delegate hooks are unused.
@@ -85,7 +91,9 @@ func newMembership(cfg Config, meta memberMeta, logger *slog.Logger) (*membershi
 	if err != nil {
 		return nil, fmt.Errorf("gossip port %q: %w", portStr, err)
 	}
-	m := &membership{meta: meta, departed: map[string]Member{}, events: make(chan memberlist.NodeEvent, 256)}
+	m := &membership{meta: meta, table: map[string]Member{}, events: make(chan memberlist.NodeEvent, 256),
+		changed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go m.consume()
 	mc := memberlist.DefaultLANConfig()
 	if cfg.GossipProfile == "local" {
 		mc = memberlist.DefaultLocalConfig()
@@ -116,6 +124,7 @@ func newMembership(cfg Config, meta memberMeta, logger *slog.Logger) (*membershi
 	m.list, err = memberlist.Create(mc)
 	if err != nil {
 		trans.Shutdown()
+		close(m.stop)
 		return nil, fmt.Errorf("start memberlist: %w", err)
 	}
 	return m, nil
@@ -176,26 +185,46 @@ func (m *membership) setInCluster(v bool) {
 	}
 }
 
-// observe records a membership event; it returns the member it concerns.
+// consume applies memberlist's events to the table until shutdown.
+func (m *membership) consume() {
+	defer close(m.done)
+	for {
+		select {
+		case <-m.stop:
+			return
+		case ev := <-m.events:
+			m.observe(ev)
+			select {
+			case m.changed <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// observe records one membership event in the table.
 func (m *membership) observe(ev memberlist.NodeEvent) {
+	mem := memberOf(ev.Node)
+	if mem.Raft == "" {
+		return // not an idemnode server
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch ev.Event {
-	case memberlist.NodeJoin:
-		delete(m.departed, ev.Node.Name)
+	case memberlist.NodeJoin, memberlist.NodeUpdate:
+		mem.State = "alive"
 	case memberlist.NodeLeave:
-		mem := memberOf(ev.Node)
 		mem.State = "dead"
 		if mem.leaving {
 			mem.State = "left"
 		}
 		mem.Since = time.Now()
-		m.departed[mem.ID] = mem
 	}
+	m.table[mem.ID] = mem
 }
 
 func memberOf(n *memberlist.Node) Member {
-	mem := Member{ID: n.Name, Gossip: n.Address(), State: stateName(n.State)}
+	mem := Member{ID: n.Name, Gossip: n.Address()}
 	var meta memberMeta
 	if json.Unmarshal(n.Meta, &meta) == nil {
 		mem.Raft, mem.GRPC, mem.InCluster, mem.leaving = meta.Raft, meta.GRPC, meta.InCluster, meta.Leaving
@@ -203,37 +232,12 @@ func memberOf(n *memberlist.Node) Member {
 	return mem
 }
 
-func stateName(s memberlist.NodeStateType) string {
-	switch s {
-	case memberlist.StateAlive:
-		return "alive"
-	case memberlist.StateSuspect:
-		return "suspect"
-	case memberlist.StateDead:
-		return "dead"
-	case memberlist.StateLeft:
-		return "left"
-	}
-	return "unknown"
-}
-
-// members returns the live members and those that departed, sorted by id.
+// members returns the table, sorted by id.
 func (m *membership) members() []Member {
-	var out []Member
-	seen := map[string]bool{}
-	for _, n := range m.list.Members() {
-		mem := memberOf(n)
-		if mem.Raft == "" {
-			continue // not an idemnode server
-		}
-		seen[mem.ID] = true
-		out = append(out, mem)
-	}
 	m.mu.Lock()
-	for id, mem := range m.departed {
-		if !seen[id] {
-			out = append(out, mem)
-		}
+	out := make([]Member, 0, len(m.table))
+	for _, mem := range m.table {
+		out = append(out, mem)
 	}
 	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -243,7 +247,7 @@ func (m *membership) members() []Member {
 func (m *membership) alive() []Member {
 	var out []Member
 	for _, mem := range m.members() {
-		if mem.State == "alive" || mem.State == "suspect" {
+		if mem.State == "alive" {
 			out = append(out, mem)
 		}
 	}
@@ -251,12 +255,10 @@ func (m *membership) alive() []Member {
 }
 
 func (m *membership) member(id string) (Member, bool) {
-	for _, mem := range m.members() {
-		if mem.ID == id {
-			return mem, true
-		}
-	}
-	return Member{}, false
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mem, ok := m.table[id]
+	return mem, ok
 }
 
 // leave announces a graceful departure and stops gossiping: first the
@@ -274,4 +276,9 @@ func (m *membership) leave(timeout time.Duration) error {
 	return nil
 }
 
-func (m *membership) shutdown() error { return m.list.Shutdown() }
+func (m *membership) shutdown() error {
+	err := m.list.Shutdown()
+	close(m.stop)
+	<-m.done
+	return err
+}

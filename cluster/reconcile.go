@@ -20,8 +20,7 @@ func (n *Node) runReconcile() {
 		select {
 		case <-n.stop:
 			return
-		case ev := <-n.members.events:
-			n.members.observe(ev)
+		case <-n.members.changed:
 		case <-t.C:
 		}
 		if n.raft.State() == raft.Leader {

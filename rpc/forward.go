@@ -120,7 +120,7 @@ func forwardOnce[T any](ctx context.Context, s *Server, remote func(context.Cont
 	switch {
 	case id == "" || addr == "":
 		return zero, errNoLeaderKnown
-	case id == s.backend.Status().NodeID:
+	case id == s.backend.ID():
 		return zero, errLeaderIsSelf
 	}
 	conn, err := s.fwd.conn(addr)
