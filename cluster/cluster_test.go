@@ -30,6 +30,7 @@ const (
 	subnetMembership
 	subnetFive
 	subnetRolling
+	subnetDeadCleanup
 )
 
 func id(key string) *idempb.RecordId {

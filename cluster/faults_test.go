@@ -277,3 +277,28 @@ func TestRollingRestartLosesNoWrite(t *testing.T) {
 	}
 	t.Logf("%d writes acknowledged, %d retryable errors over %d restarts", len(acked), len(errs), len(c.Nodes))
 }
+
+// TestDeadServerCleanup removes a crashed server from the Raft
+// configuration once it has been dead for --dead-server-cleanup.
+func TestDeadServerCleanup(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetDeadCleanup, Tune: func(cfg *cluster.Config) {
+		cfg.DeadServerCleanup = time.Second
+	}})
+	leader := c.WaitLeader(30 * time.Second)
+	victim := followerOf(c, leader)
+	c.Crash(victim)
+	testcluster.Eventually(t, 30*time.Second, "dead server removed", func() error {
+		m, err := leader.Node().Members()
+		if err != nil {
+			return err
+		}
+		for _, s := range m.Servers {
+			if s.ID == victim.ID {
+				return fmt.Errorf("%s still in the configuration", victim.ID)
+			}
+		}
+		return nil
+	})
+	claimOn(t, leader, "after-cleanup", "o")
+}
