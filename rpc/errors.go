@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -25,6 +26,7 @@ const (
 	ReasonLeadershipLost = "LEADERSHIP_LOST"
 	ReasonShuttingDown   = "SHUTTING_DOWN"
 	ReasonCommitTimeout  = "COMMIT_TIMEOUT"
+	ReasonTooManyWaits   = "TOO_MANY_WAITS"
 	ReasonInternal       = "INTERNAL"
 )
 
@@ -61,9 +63,13 @@ func withInfo(code codes.Code, reason, msg string, meta map[string]string, bad .
 // This is the only place where errors become gRPC codes.
 func toStatus(err error, log *slog.Logger) error {
 	var inv *invalidField
+	var tooMany *tooManyWaits
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &tooMany):
+		return withInfo(codes.ResourceExhausted, ReasonTooManyWaits, tooMany.Error(),
+			map[string]string{"scope": tooMany.scope, "limit": strconv.Itoa(tooMany.limit)})
 	case errors.As(err, &inv):
 		return withInfo(codes.InvalidArgument, ReasonInvalidField, inv.Error(),
 			map[string]string{"field": inv.field, "limit": inv.limit},
@@ -76,7 +82,7 @@ func toStatus(err error, log *slog.Logger) error {
 		return withInfo(codes.Unavailable, ReasonNotLeader, err.Error(), nil)
 	case errors.Is(err, cluster.ErrNoLeader):
 		return withInfo(codes.Unavailable, ReasonNoLeader, err.Error(), nil)
-	case errors.Is(err, cluster.ErrLeadershipLost):
+	case errors.Is(err, cluster.ErrLeadershipLost), errors.Is(err, errLeaderChanged):
 		return withInfo(codes.Unavailable, ReasonLeadershipLost, err.Error(), nil)
 	case errors.Is(err, cluster.ErrShutdown):
 		return withInfo(codes.Unavailable, ReasonShuttingDown, err.Error(), nil)

@@ -21,6 +21,13 @@ type Limits struct {
 	DefaultTTL     time.Duration
 	MaxWait        time.Duration
 	DefaultWait    time.Duration // for Wait without a timeout
+	// MaxWaitsPerNode and MaxWaitsPerTenant cap the calls (Wait, and Claim
+	// with wait) that one node holds waiting at a time, in all and for one
+	// tenant; a call beyond either cap is answered ResourceExhausted with
+	// reason TOO_MANY_WAITS. Waits are held, and counted, on the node that
+	// serves them: the leader, or any node for a stale Wait. 0 is no cap.
+	MaxWaitsPerNode   int
+	MaxWaitsPerTenant int
 }
 
 // DefaultLimits returns the limits of DESIGN.md §1.
@@ -42,5 +49,8 @@ func DefaultLimits() Limits {
 		DefaultTTL:     24 * time.Hour,
 		MaxWait:        10 * time.Minute,
 		DefaultWait:    30 * time.Second,
+
+		MaxWaitsPerNode:   10000,
+		MaxWaitsPerTenant: 1000,
 	}
 }

@@ -35,6 +35,9 @@ type Backend interface {
 	ID() string
 	// Leader returns the leader's id and gRPC address, empty when unknown.
 	Leader() (id, grpcAddr string)
+	// LeaderChanged returns a channel closed at the next change of this
+	// node's own leadership; waits end on it (see wait.go).
+	LeaderChanged() <-chan struct{}
 	// Members, RemoveMember and TransferLeadership serve the admin API.
 	Members() (cluster.Membership, error)
 	RemoveMember(ctx context.Context, id string) error
@@ -51,6 +54,8 @@ type Server struct {
 	log     *slog.Logger
 	health  *health.Server
 	fwd     forwarder
+	// waits counts the calls held waiting, for the wait caps of Limits.
+	waits waitCounter
 	// bug names a planted bug (fault injection for jepsen's self-test).
 	bug string
 }

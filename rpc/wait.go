@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/grpc"
@@ -10,8 +11,19 @@ import (
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
+// Waiting calls are held on the node that serves them and woken by the state
+// machine (Machine.GetWatch), by the end of the holder's lease, by the
+// call's own timeout, or by a change of this node's leadership: nothing
+// polls. A wait that loses its leader ends with Unavailable (reason
+// LEADERSHIP_LOST), which a follower that forwarded the call, and the SDK,
+// retry against the new leader. Only a call that actually blocks takes one
+// of the slots that MaxWaitsPerNode and MaxWaitsPerTenant cap.
+
+// errLeaderChanged ends a wait whose node stopped leading (or never led
+// when the wait began): Unavailable, reason LEADERSHIP_LOST.
+var errLeaderChanged = errors.New("leadership changed while waiting; retry on the new leader")
+
 // Wait holds the call until the record leaves PENDING or the timeout ends.
-// The state machine wakes it (Machine.GetWatch); nothing polls.
 func (s *Server) Wait(ctx context.Context, req *idempb.WaitRequest) (*idempb.WaitResponse, error) {
 	key, err := s.limits.recordKey(req.GetId())
 	if err != nil {
@@ -25,7 +37,16 @@ func (s *Server) Wait(ctx context.Context, req *idempb.WaitRequest) (*idempb.Wai
 		if err := s.readBarrier(ctx, req.GetConsistency()); err != nil {
 			return nil, err
 		}
-		return s.waitLocal(ctx, key, timeout), nil
+		// A stale wait may be served by any node, so it does not end on a
+		// leadership change (lost stays nil).
+		var lost <-chan struct{}
+		stale := req.GetConsistency() == idempb.Consistency_CONSISTENCY_STALE || s.staleReadsPlanted(ctx)
+		if !stale {
+			if lost, err = s.leadership(); err != nil {
+				return nil, err
+			}
+		}
+		return s.waitLocal(ctx, key, timeout, lost)
 	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.WaitResponse, error) {
 		return idempb.NewIdempotencyClient(c).Wait(ctx, req)
 	})
@@ -33,21 +54,36 @@ func (s *Server) Wait(ctx context.Context, req *idempb.WaitRequest) (*idempb.Wai
 
 // waitLocal watches the local state machine; every change it sees was
 // committed, so the answer is never older than the read barrier before it.
-func (s *Server) waitLocal(ctx context.Context, key fsm.RecordKey, timeout time.Duration) *idempb.WaitResponse {
+// lost, when not nil, ends the wait with errLeaderChanged.
+func (s *Server) waitLocal(ctx context.Context, key fsm.RecordKey, timeout time.Duration, lost <-chan struct{}) (*idempb.WaitResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var release func()
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	for {
 		r, ok, changed := s.backend.Machine().GetWatch(key)
 		switch {
 		case !ok:
-			return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_NOT_FOUND}
+			return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_NOT_FOUND}, nil
 		case changed == nil:
-			return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_COMPLETED, Record: recordOf(r)}
+			return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_COMPLETED, Record: recordOf(r)}, nil
+		}
+		if release == nil {
+			var err error
+			if release, err = s.waitSlot(key.Tenant); err != nil {
+				return nil, err
+			}
 		}
 		select {
 		case <-changed:
+		case <-lost:
+			return nil, errLeaderChanged
 		case <-ctx.Done():
-			return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_IN_PROGRESS, Record: recordOf(r)}
+			return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_IN_PROGRESS, Record: recordOf(r)}, nil
 		}
 	}
 }
@@ -59,6 +95,17 @@ func (s *Server) waitLocal(ctx context.Context, key fsm.RecordKey, timeout time.
 func (s *Server) claimWaiting(ctx context.Context, cmd *fsm.Command, res fsm.Result, wait time.Duration) (fsm.Result, error) {
 	waitCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	release, err := s.waitSlot(cmd.Key.Tenant)
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	defer release()
+	// The claim just committed here, so this node led a moment ago; a
+	// change from now on ends the wait.
+	lost, err := s.leadership()
+	if err != nil {
+		return fsm.Result{}, err
+	}
 	for res.Outcome == fsm.OutcomeInProgress {
 		// The claim just applied locally, so the local state is at least as
 		// new as the answer: no read barrier is needed to watch it.
@@ -68,6 +115,9 @@ func (s *Server) claimWaiting(ctx context.Context, cmd *fsm.Command, res fsm.Res
 			select {
 			case <-changed:
 			case <-leaseEnd.C:
+			case <-lost:
+				leaseEnd.Stop()
+				return fsm.Result{}, errLeaderChanged
 			case <-waitCtx.Done():
 				leaseEnd.Stop()
 				return res, nil
@@ -81,4 +131,20 @@ func (s *Server) claimWaiting(ctx context.Context, cmd *fsm.Command, res fsm.Res
 		res = next
 	}
 	return res, nil
+}
+
+// waitSlot takes one of the node's wait slots for tenant.
+func (s *Server) waitSlot(tenant string) (func(), error) {
+	return s.waits.acquire(tenant, s.limits.MaxWaitsPerNode, s.limits.MaxWaitsPerTenant)
+}
+
+// leadership returns a channel closed when this node's leadership changes,
+// or errLeaderChanged when it does not lead now. The channel is taken
+// before the check, so a change between the two is never missed.
+func (s *Server) leadership() (<-chan struct{}, error) {
+	changed := s.backend.LeaderChanged()
+	if id, _ := s.backend.Leader(); id != s.backend.ID() {
+		return nil, errLeaderChanged
+	}
+	return changed, nil
 }

@@ -1,0 +1,44 @@
+// Package client is the Go SDK of idemnode, the highly available
+// idempotency-key service.
+//
+// A Client talks to a cluster given a few node addresses. It finds the
+// leader (Admin.Status on any node) and sends writes and linearizable reads
+// there directly; when no leader is known it sends them to any node, which
+// forwards them. Calls that fail with Unavailable (no leader yet, leadership
+// changed, a node unreachable) are retried with exponential backoff and full
+// jitter until the caller's context ends. Every idemnode operation is safe
+// to send twice, and a Claim reuses the same owner nonce on every retry, so
+// a claim whose answer was lost on the wire is answered WON with the same
+// token again: a retry never produces a second winner.
+//
+// # The high-level call
+//
+// Do runs a side effect at most once per key and TTL: it claims the key,
+// runs the function while extending the lease in the background, and
+// completes the key with the function's Response (replayed to every later
+// caller) or releases it after a transient failure so that a retry runs
+// the function again. A duplicate that arrives while the function runs is
+// held by the server and answered when the holder finishes. A Classifier
+// decides what is stored: by default a nil error or one marked with
+// Permanent completes, any other error releases.
+//
+// # Choosing a key
+//
+// The key names one logical operation, and every retry of that operation
+// must send the same key:
+//
+//   - NewKey returns a random UUID (version 4). Generate it once, when the
+//     operation is created (the user pressed "Pay", a job was enqueued), keep
+//     it with the operation, and send it on every retry. Never generate a new
+//     key in a retry loop: that makes every attempt a new operation.
+//   - DeriveKey returns a name-based UUID (version 5) computed from stable
+//     business identifiers, such as tenant, order id and intent version.
+//     Use it when the caller cannot keep state between attempts, for example
+//     a consumer of redelivered messages: every redelivery derives the same
+//     key. Include a version or attempt number that changes when the user
+//     really means to do it again (a second, deliberate payment).
+//
+// The low-level calls (Claim, Complete, Release, Extend, Get, Wait) map one
+// to one onto the idem.v1 API; refusals such as MISMATCH and FENCED are
+// outcomes in their results, not errors.
+package client

@@ -1,0 +1,68 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors; test for them with errors.Is.
+var (
+	// ErrMismatch means the key is in use by a request with another
+	// fingerprint (HTTP 422): the caller reused a key for a different request.
+	ErrMismatch = errors.New("idempotency key reused with a different request")
+	// ErrInProgress means another holder is running the operation and the
+	// wait ended first; the error is an *InProgressError.
+	ErrInProgress = errors.New("operation in progress")
+	// ErrFenced means the caller no longer holds the record: its lease ran
+	// out and another claim took the record over, or the record is gone.
+	ErrFenced = errors.New("lease lost: the record is held by another claim")
+	// ErrNotFound means no live record exists under the key.
+	ErrNotFound = errors.New("record not found")
+	// ErrTooManyWaits means the server refused to hold another waiting call
+	// (ResourceExhausted, reason TOO_MANY_WAITS); try again later or
+	// without waiting.
+	ErrTooManyWaits = errors.New("too many waiting calls")
+	// ErrUnavailable means the cluster could not be reached, or had no
+	// leader, until the caller's deadline; the error also wraps the last
+	// gRPC status.
+	ErrUnavailable = errors.New("idemnode unavailable")
+)
+
+// InProgressError reports that another holder runs the operation.
+type InProgressError struct {
+	ID ID
+	// LeaseExpiresAt is when the holder's lease ends unless it extends it.
+	LeaseExpiresAt time.Time
+}
+
+// Error says which key is in progress and until when its lease runs.
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("%s: %v (lease until %s)", e.ID, ErrInProgress, e.LeaseExpiresAt.Format(time.RFC3339Nano))
+}
+
+// Is makes errors.Is(err, ErrInProgress) hold.
+func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
+
+// permanentError marks a failure that is stored and replayed.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as a permanent failure (a declined card, a validation
+// error): Do's default classifier completes the key with the Response the
+// function returned beside it, so every retry is answered with that
+// response instead of running the function again.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+// IsPermanent reports whether err was marked with Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}

@@ -1,0 +1,81 @@
+// Command payments is a tiny payment API that uses idemnode through the
+// idemhttp middleware: a retried POST /v1/charges with the same
+// Idempotency-Key charges once and answers the same body.
+//
+//	scripts/cluster.sh up 3
+//	go run ./examples/payments --cluster 127.0.0.11:7400,127.0.0.12:7400,127.0.0.13:7400 --listen 127.0.0.1:8080
+//
+// Endpoints: POST /v1/charges ({"amount": int, "currency": string}; the
+// tenant is the bearer token, demo auth) and GET /v1/stats (how many times
+// the charge handler really ran). An amount of 402 is declined (a permanent
+// failure, stored and replayed); 503 is a transient failure (released, so
+// a retry charges again).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/idemnode/idemnode/client"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "payments:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves the API until ctx ends.
+func run(ctx context.Context, args []string, logOut io.Writer) error {
+	fs := flag.NewFlagSet("payments", flag.ContinueOnError)
+	fs.SetOutput(logOut)
+	cluster := fs.String("cluster", "127.0.0.1:7400", "comma-separated gRPC addresses of idemnode nodes")
+	listen := fs.String("listen", "127.0.0.1:8080", "HTTP address to serve on")
+	wait := fs.Duration("wait", 5*time.Second, "how long a duplicate waits for the request in flight before 409")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(logOut, nil))
+	c, err := client.New(client.Config{Addrs: strings.Split(*cluster, ","), Logger: log})
+	if err != nil {
+		return fmt.Errorf("idemnode client: %w", err)
+	}
+	defer c.Close()
+	handler, err := newAPI(c, *wait, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("payments API listening", "addr", ln.Addr().String(), "cluster", *cluster)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemnode/idemnode/client"
+	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testutil"
+)
+
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func post(t *testing.T, base, tenant, key, body string) reply {
+	t.Helper()
+	req, err := http.NewRequest("POST", base+"/v1/charges", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if tenant != "" {
+		req.Header.Set("Authorization", "Bearer "+tenant)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	return send(t, req)
+}
+
+func send(t *testing.T, req *http.Request) reply {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reply{resp.StatusCode, resp.Header, string(b)}
+}
+
+func executions(t *testing.T, base string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/v1/stats", nil)
+	var st struct{ Executions int }
+	if err := json.Unmarshal([]byte(send(t, req).body), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Executions
+}
+
+// TestPayments runs the example as its README command does (run with
+// --cluster and --listen) against a three-node cluster, and checks every
+// answer of POST /v1/charges and the executions count.
+func TestPayments(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{Subnet: 80})
+	var addrs []string
+	for _, nd := range c.Nodes {
+		addrs = append(addrs, nd.GRPCAddr())
+	}
+	listen := testutil.FreeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--cluster", strings.Join(addrs, ","), "--listen", listen, "--wait", "30s"}, io.Discard)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	testutil.WaitFor(t, 10*time.Second, "the API listening", func() bool {
+		conn, err := net.Dial("tcp", listen)
+		if err == nil {
+			conn.Close()
+		}
+		return err == nil
+	})
+	base := "http://" + listen
+
+	key := client.NewKey()
+	first := post(t, base, "acme", key, `{"amount":1000,"currency":"EUR"}`)
+	var ch struct {
+		ID       string
+		Amount   int
+		Currency string
+	}
+	if err := json.Unmarshal([]byte(first.body), &ch); err != nil || first.status != 201 ||
+		!strings.HasPrefix(ch.ID, "ch_") || ch.Amount != 1000 || ch.Currency != "EUR" {
+		t.Fatalf("charge = %d %s, want 201 with a ch_ id, the amount and currency", first.status, first.body)
+	}
+	retry := post(t, base, "acme", key, `{"currency":"EUR","amount":1000}`)
+	if retry.status != 201 || retry.body != first.body || retry.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retry = %d %s, want the same charge replayed", retry.status, retry.body)
+	}
+	if n := executions(t, base); n != 1 {
+		t.Errorf("executions after a charge and its retry = %d, want 1", n)
+	}
+
+	declined := client.NewKey()
+	d1 := post(t, base, "acme", declined, `{"amount":402,"currency":"EUR"}`)
+	d2 := post(t, base, "acme", declined, `{"amount":402,"currency":"EUR"}`)
+	if d1.status != 402 || d1.header.Get("Content-Type") != "application/problem+json" || d2.body != d1.body || d2.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("declined charge and retry = %d %s / %d %s, want 402 problem stored and replayed", d1.status, d1.body, d2.status, d2.body)
+	}
+	if n := executions(t, base); n != 2 {
+		t.Errorf("executions after a declined charge and its retry = %d, want 2", n)
+	}
+
+	transient := client.NewKey()
+	for i := range 2 {
+		if r := post(t, base, "acme", transient, `{"amount":503,"currency":"EUR"}`); r.status != 503 || r.header.Get("Idempotent-Replayed") != "" {
+			t.Errorf("transient failure %d = %d %s, want 503 run again", i, r.status, r.body)
+		}
+	}
+	if n := executions(t, base); n != 4 {
+		t.Errorf("executions after two transient failures = %d, want 4", n)
+	}
+
+	if r := post(t, base, "", client.NewKey(), `{"amount":1,"currency":"EUR"}`); r.status != 401 {
+		t.Errorf("charge without Authorization = %d, want 401", r.status)
+	}
+	if r := post(t, base, "acme", "", `{"amount":1,"currency":"EUR"}`); r.status != 400 {
+		t.Errorf("charge without a key = %d, want 400", r.status)
+	}
+	if r := post(t, base, "acme", key, `{"amount":2000,"currency":"EUR"}`); r.status != 422 {
+		t.Errorf("key reused for another charge = %d, want 422", r.status)
+	}
+	if r := post(t, base, "globex", key, `{"amount":2000,"currency":"EUR"}`); r.status != 201 {
+		t.Errorf("the same key for another tenant = %d, want 201", r.status)
+	}
+
+	// Twenty concurrent retries of one charge: one execution, one id.
+	before, burst := executions(t, base), client.NewKey()
+	bodies := make([]string, 20)
+	var wg sync.WaitGroup
+	for i := range bodies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := post(t, base, "acme", burst, `{"amount":42,"currency":"USD"}`)
+			bodies[i] = fmt.Sprint(r.status, " ", r.body)
+		}()
+	}
+	wg.Wait()
+	for i, b := range bodies {
+		if b != bodies[0] || !strings.HasPrefix(b, "201 ") {
+			t.Errorf("concurrent retry %d = %s, want %s", i, b, bodies[0])
+		}
+	}
+	if n := executions(t, base); n != before+1 {
+		t.Errorf("executions after 20 concurrent retries = %d, want %d", n, before+1)
+	}
+}

@@ -1,0 +1,61 @@
+package idemhttp
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// Fingerprint is the default request fingerprint: SHA-256 over the method,
+// the URL path and the canonical body (CanonicalBody), each length-prefixed.
+func Fingerprint(r *http.Request, body []byte) []byte {
+	h := sha256.New()
+	for _, field := range [][]byte{[]byte(r.Method), []byte(r.URL.Path), CanonicalBody(r.Header.Get("Content-Type"), body)} {
+		var n [binary.MaxVarintLen64]byte
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(field)))])
+		h.Write(field)
+	}
+	return h.Sum(nil)
+}
+
+// CanonicalBody returns the body as the fingerprint sees it: a JSON body
+// (application/json or any +json type) parsed and re-serialised with object
+// keys sorted and insignificant whitespace removed; any other body, and
+// JSON that does not parse, as its raw bytes. Numbers keep their literal
+// text, so 1 and 1.0 differ.
+func CanonicalBody(contentType string, body []byte) []byte {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return body
+	}
+	if c, ok := CanonicalJSON(body); ok {
+		return c
+	}
+	return body
+}
+
+// CanonicalJSON re-serialises one JSON value with sorted object keys; ok
+// is false when body is not exactly one JSON value.
+func CanonicalJSON(body []byte) (canonical []byte, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, false
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, false // trailing data
+	}
+	// encoding/json writes map keys sorted and json.Number verbatim.
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil, false
+	}
+	return out, true
+}

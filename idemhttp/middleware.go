@@ -1,0 +1,278 @@
+package idemhttp
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idemnode/idemnode/client"
+)
+
+// Config configures the middleware. Client and Tenant are required.
+type Config struct {
+	// Client reaches the idemnode cluster.
+	Client *client.Client
+	// Tenant names the owner of the request's keys, typically the
+	// authenticated principal. It must not read the request body. An error
+	// is answered 401.
+	Tenant func(*http.Request) (string, error)
+
+	// Methods the middleware applies to (default POST and PATCH); other
+	// requests pass through untouched.
+	Methods []string
+	// Header is the request header carrying the key (default
+	// "Idempotency-Key").
+	Header string
+	// KeyOptional lets requests without a key through without the
+	// guarantee (default: they are refused with 400). Routes override it
+	// with KeyRequired.
+	KeyOptional bool
+	// DeriveMissingKeys derives a key for requests that send none, from
+	// tenant, method, path and canonical body (see the package
+	// documentation for why this is weaker). Routes override it.
+	DeriveMissingKeys bool
+	// MaxKeyLength bounds the key (default 255, the server's limit).
+	MaxKeyLength int
+
+	// Scope names the operation family of a request (default
+	// "METHOD /path"); the same key under two scopes is two records.
+	Scope func(*http.Request) string
+	// Fingerprint identifies the request (default Fingerprint). body is
+	// the whole request body.
+	Fingerprint func(r *http.Request, body []byte) []byte
+
+	// Wait is how long a duplicate of a request in flight waits for it
+	// before the 409 (default 5s). Routes override it with WaitFor.
+	Wait time.Duration
+	// RetryAfter is the Retry-After of 409 and 503 answers (default 1s).
+	RetryAfter time.Duration
+	// Lease and TTL of the claims (default: the client's).
+	Lease time.Duration
+	TTL   time.Duration
+	// Store reports whether a response with this status is stored and
+	// replayed (default: below 500); others release the key.
+	Store func(status int) bool
+
+	// MaxBody bounds the request body read for the fingerprint (default
+	// 1 MiB); a larger body is answered 413.
+	MaxBody int64
+	// MaxStoredBody is the largest response body stored (default 1 MiB,
+	// the server's limit); a larger response is sent but not stored.
+	MaxStoredBody int
+
+	// Logger receives what cannot be answered (a response that could not
+	// be stored); nil is slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Client == nil {
+		return c, errors.New("idemhttp: Config.Client is nil")
+	}
+	if c.Tenant == nil {
+		return c, errors.New("idemhttp: Config.Tenant is nil")
+	}
+	if len(c.Methods) == 0 {
+		c.Methods = []string{http.MethodPost, http.MethodPatch}
+	}
+	if c.Header == "" {
+		c.Header = "Idempotency-Key"
+	}
+	if c.MaxKeyLength <= 0 {
+		c.MaxKeyLength = 255
+	}
+	if c.Scope == nil {
+		c.Scope = func(r *http.Request) string { return r.Method + " " + r.URL.Path }
+	}
+	if c.Fingerprint == nil {
+		c.Fingerprint = Fingerprint
+	}
+	if c.Wait <= 0 {
+		c.Wait = 5 * time.Second
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = time.Second
+	}
+	if c.Store == nil {
+		c.Store = func(status int) bool { return status < 500 }
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = 1 << 20
+	}
+	if c.MaxStoredBody <= 0 {
+		c.MaxStoredBody = 1 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+// Middleware wraps handlers with the Idempotency-Key guarantee.
+type Middleware struct {
+	cfg Config
+}
+
+// New returns the middleware of cfg.
+func New(cfg Config) (*Middleware, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Middleware{cfg: cfg}, nil
+}
+
+// RouteOption overrides the Config for one wrapped handler.
+type RouteOption func(*route)
+
+type route struct {
+	required, derive bool
+	wait             time.Duration
+}
+
+// KeyRequired sets whether requests to this route must carry a key.
+func KeyRequired(required bool) RouteOption { return func(r *route) { r.required = required } }
+
+// DeriveMissingKeys sets whether requests to this route without a key get
+// a derived one (see the package documentation).
+func DeriveMissingKeys(derive bool) RouteOption { return func(r *route) { r.derive = derive } }
+
+// WaitFor sets how long a duplicate waits for the request in flight.
+func WaitFor(d time.Duration) RouteOption { return func(r *route) { r.wait = d } }
+
+// Handler returns next wrapped with the guarantee.
+func (m *Middleware) Handler(next http.Handler, opts ...RouteOption) http.Handler {
+	rt := route{required: !m.cfg.KeyOptional, derive: m.cfg.DeriveMissingKeys, wait: m.cfg.Wait}
+	for _, o := range opts {
+		o(&rt)
+	}
+	return &handler{m: m, next: next, route: rt}
+}
+
+type handler struct {
+	m     *Middleware
+	next  http.Handler
+	route route
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	cfg := &h.m.cfg
+	if !slices.Contains(cfg.Methods, r.Method) {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	key, err := parseKey(r.Header.Values(cfg.Header), cfg.MaxKeyLength)
+	derive := false
+	switch {
+	case errors.Is(err, errMissingKey) && h.route.derive:
+		derive = true
+	case errors.Is(err, errMissingKey) && h.route.required:
+		writeProblem(w, http.StatusBadRequest, ProblemMissingKey, "Idempotency-Key header is missing",
+			fmt.Sprintf("This operation requires an %s header; send a new unique key (a UUID) per operation and the same key on every retry of it.", cfg.Header), 0)
+		return
+	case errors.Is(err, errMissingKey):
+		h.next.ServeHTTP(w, r)
+		return
+	case err != nil:
+		writeProblem(w, http.StatusBadRequest, ProblemInvalidKey, "Idempotency-Key header is malformed",
+			fmt.Sprintf("%s: %v; a key is 1-%d bytes of printable ASCII.", cfg.Header, err, cfg.MaxKeyLength), 0)
+		return
+	}
+	tenant, err := cfg.Tenant(r)
+	if err != nil {
+		writeProblem(w, http.StatusUnauthorized, ProblemNoTenant, "Unauthenticated", err.Error(), 0)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cfg.MaxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeProblem(w, http.StatusRequestEntityTooLarge, ProblemTooLarge, "Request body too large",
+				fmt.Sprintf("The body exceeds %d bytes.", cfg.MaxBody), 0)
+			return
+		}
+		writeProblem(w, http.StatusBadRequest, problemBase+"request-body-unreadable", "Request body unreadable", err.Error(), 0)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	if derive {
+		sum := sha256.Sum256(CanonicalBody(r.Header.Get("Content-Type"), body))
+		key = client.DeriveKey("idemhttp/derived/v1", tenant, r.Method, r.URL.Path, hex.EncodeToString(sum[:]))
+	}
+	id := client.ID{Tenant: tenant, Scope: cfg.Scope(r), Key: key}
+	h.serve(w, r, id, cfg.Fingerprint(r, body))
+}
+
+// serve runs the handler under the key, or answers from the record.
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, id client.ID, fingerprint []byte) {
+	cfg := &h.m.cfg
+	opts := []client.DoOption{client.WithWait(h.route.wait), client.WithClassifier(h.classify)}
+	if cfg.Lease > 0 {
+		opts = append(opts, client.WithLease(cfg.Lease))
+	}
+	if cfg.TTL > 0 {
+		opts = append(opts, client.WithTTL(cfg.TTL))
+	}
+	// A panic in the handler propagates through Do, which releases the key
+	// first; net/http then aborts the connection, and the retry runs again.
+	res, err := cfg.Client.Do(r.Context(), id, fingerprint, func(ctx context.Context) (client.Response, error) {
+		rec := newRecorder()
+		h.next.ServeHTTP(rec, r.WithContext(ctx))
+		return rec.response(), nil
+	}, opts...)
+	switch {
+	case res.Executed:
+		if err != nil {
+			cfg.Logger.Error("idemhttp: the response was sent but not recorded; a retry may run the handler again",
+				"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "err", err)
+		} else if res.Action == client.Release && cfg.Store(res.Response.Status) {
+			cfg.Logger.Warn("idemhttp: response too large to store; a retry runs the handler again",
+				"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "bytes", len(res.Response.Body))
+		}
+		writeResponse(w, res.Response, false)
+	case err == nil:
+		writeResponse(w, res.Response, true)
+	case errors.Is(err, client.ErrMismatch):
+		writeProblem(w, http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency-Key reused",
+			"This key was already used with a different request; use a new key for a new operation.", 0)
+	case errors.Is(err, client.ErrInProgress), errors.Is(err, client.ErrTooManyWaits):
+		writeProblem(w, http.StatusConflict, ProblemInFlight, "Request in flight",
+			"A request with this key is still being processed; retry after the Retry-After delay.", cfg.RetryAfter)
+	default:
+		if r.Context().Err() == nil {
+			cfg.Logger.Error("idemhttp: idempotency service unavailable", "tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "err", err)
+		}
+		writeProblem(w, http.StatusServiceUnavailable, ProblemUnavailable, "Idempotency service unavailable",
+			"The request was not processed; retry it with the same key.", cfg.RetryAfter)
+	}
+}
+
+// classify stores the statuses Config.Store accepts and that fit.
+func (h *handler) classify(resp client.Response, err error) client.Action {
+	cfg := &h.m.cfg
+	if err != nil || !cfg.Store(resp.Status) || len(resp.Body) > cfg.MaxStoredBody {
+		return client.Release
+	}
+	return client.Complete
+}
+
+// BearerTenant is a Tenant function for demos and tests: the tenant is the
+// bearer token of the Authorization header, as is. Real services take it
+// from their verified authentication instead.
+func BearerTenant(r *http.Request) (string, error) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || strings.TrimSpace(token) == "" {
+		return "", errors.New("missing Authorization: Bearer <tenant>")
+	}
+	return strings.TrimSpace(token), nil
+}

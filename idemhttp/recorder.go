@@ -1,0 +1,111 @@
+package idemhttp
+
+import (
+	"bytes"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/idemnode/idemnode/client"
+)
+
+// recorder captures what the handler writes, so that the response can be
+// stored before it is sent and sent identically on every replay.
+type recorder struct {
+	header http.Header
+	// sent is the header as it was when the status was written: later
+	// changes to the map do not reach the wire, in net/http either.
+	sent   http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func newRecorder() *recorder { return &recorder{header: http.Header{}} }
+
+// Header returns the header map the handler fills.
+func (r *recorder) Header() http.Header { return r.header }
+
+// WriteHeader records the status; informational (1xx) statuses are not
+// part of the stored answer and are dropped.
+func (r *recorder) WriteHeader(code int) {
+	if r.status != 0 || (code >= 100 && code < 200) {
+		return
+	}
+	r.status = code
+	r.sent = r.header.Clone()
+}
+
+// Write records body bytes, writing the status 200 first if needed.
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.WriteHeader(http.StatusOK)
+	}
+	if !bodyAllowed(r.status) {
+		return 0, http.ErrBodyNotAllowed
+	}
+	return r.body.Write(p)
+}
+
+// hopByHop headers describe one connection and are never stored.
+var hopByHop = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+// response is what the handler produced, in a stable form: headers sorted
+// by name (values in the handler's order), and the Content-Type that
+// net/http would have sniffed made explicit, so the first answer and every
+// replay carry the same header lines.
+func (r *recorder) response() client.Response {
+	if r.status == 0 {
+		r.WriteHeader(http.StatusOK)
+	}
+	h := r.sent
+	body := r.body.Bytes()
+	if _, set := h["Content-Type"]; !set && len(body) > 0 && h.Get("Content-Encoding") == "" {
+		h.Set("Content-Type", http.DetectContentType(body))
+	}
+	out := client.Response{Status: r.status, Body: slices.Clone(body)}
+	names := make([]string, 0, len(h))
+	for name := range h {
+		if !hopByHop[http.CanonicalHeaderKey(name)] {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		for _, v := range h[name] {
+			out.Headers = append(out.Headers, client.Header{Name: name, Value: v})
+		}
+	}
+	return out
+}
+
+// writeResponse sends a stored or fresh response; a replay is marked with
+// Idempotent-Replayed. Content-Length is set from the body so that both
+// are framed alike.
+func writeResponse(w http.ResponseWriter, resp client.Response, replayed bool) {
+	h := w.Header()
+	for _, hd := range resp.Headers {
+		h[hd.Name] = append(h[hd.Name], hd.Value)
+	}
+	if replayed {
+		h.Set("Idempotent-Replayed", "true")
+	}
+	status := resp.Status
+	if status < 200 || status > 999 {
+		status = http.StatusOK
+	}
+	if bodyAllowed(status) && h.Get("Content-Length") == "" {
+		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	}
+	w.WriteHeader(status)
+	if bodyAllowed(status) {
+		_, _ = w.Write(resp.Body)
+	}
+}
+
+// bodyAllowed reports whether a response with status may have a body.
+func bodyAllowed(status int) bool {
+	return status != http.StatusNoContent && status != http.StatusNotModified && (status < 100 || status >= 200)
+}
