@@ -58,9 +58,10 @@ var ErrLeadershipLost = errors.New("leadership lost while committing")
 // translate maps raft's errors onto the cluster's sentinels.
 func translate(err error) error {
 	switch {
-	case errors.Is(err, raft.ErrNotLeader):
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		// Refused before it was appended: safe to send to the next leader.
 		return ErrNotLeader
-	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+	case errors.Is(err, raft.ErrLeadershipLost):
 		return ErrLeadershipLost
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return ErrShutdown

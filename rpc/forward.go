@@ -88,7 +88,7 @@ func routed[T any](ctx context.Context, s *Server, local func(context.Context) (
 	backoff := 10 * time.Millisecond
 	for {
 		resp, err := local(ctx)
-		if !errors.Is(err, cluster.ErrNotLeader) || isForwarded(ctx) {
+		if !movedAway(err) || isForwarded(ctx) {
 			return resp, toStatus(err, s.log)
 		}
 		resp, err = forwardOnce(ctx, s, remote)
@@ -105,6 +105,15 @@ func routed[T any](ctx context.Context, s *Server, local func(context.Context) (
 		}
 		backoff = min(2*backoff, 200*time.Millisecond)
 	}
+}
+
+// movedAway reports whether the call failed because leadership is (or just
+// went) elsewhere. A command that lost leadership while committing may have
+// been applied; sending it again to the new leader is still safe, because
+// every command is idempotent (a claim carries its owner, a completion its
+// token and response), so the client sees one answer instead of an error.
+func movedAway(err error) bool {
+	return errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrLeadershipLost)
 }
 
 // errNoLeaderKnown: no leader is known right now (an election is running).

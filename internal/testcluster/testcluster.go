@@ -208,13 +208,19 @@ func (c *Cluster) Crash(nd *Node) {
 	}
 }
 
-// Leave stops a node the way SIGTERM does: transfer leadership, leave gossip.
+// Leave stops a node the way SIGTERM does: transfer leadership, leave
+// gossip, let in-flight calls finish, then close.
 func (c *Cluster) Leave(nd *Node) {
-	if node := nd.Node(); node != nil {
-		if err := node.Leave(5 * time.Second); err != nil {
-			c.t.Logf("%s: leave: %v", nd.ID, err)
-		}
+	nd.mu.Lock()
+	node, g := nd.node, nd.grpc
+	nd.mu.Unlock()
+	if node == nil {
+		return
 	}
+	if err := node.Leave(5 * time.Second); err != nil {
+		c.t.Logf("%s: leave: %v", nd.ID, err)
+	}
+	g.GracefulStop()
 	c.Crash(nd)
 }
 
