@@ -1,0 +1,188 @@
+// Command jepsen runs an idemnode cluster of real processes on this
+// machine, drives a racing claim/complete workload against it while a
+// seeded nemesis injects faults (partitions, kills, pauses, clock skew,
+// leadership transfers, membership changes, a stalled disk), then heals,
+// reads every key from every node and checks the history for anomalies:
+// two winners, two completions, lost writes, broken fencing, and
+// non-linearizable reads. It exits 1 on any anomaly.
+//
+//	go run ./jepsen -profile ci
+//	go run ./jepsen -profile nightly
+//	go run ./jepsen -nemesis partition-leader,kill-leader -duration 2m -seed 7
+//	go run ./jepsen -bug skip-fencing -expect fencing   # the checker must catch it
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// config is one run's parameters.
+type config struct {
+	profile  string
+	nodes    int
+	clients  int
+	duration time.Duration
+	seed     uint64
+	nemesis  string
+	quiet    time.Duration
+	active   time.Duration
+	bug      string
+	expect   string
+	out      string
+	subnet   int
+	bin      string
+	hotKeys  int
+	opsGen   int64
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "jepsen:", err)
+		os.Exit(2)
+	}
+	os.Exit(run(cfg))
+}
+
+func parseFlags(args []string) (config, error) {
+	var cfg config
+	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
+	fs.StringVar(&cfg.profile, "profile", "ci", "ci (about 3 minutes, fixed seed), nightly (30+ minutes, every nemesis), or custom")
+	fs.IntVar(&cfg.nodes, "nodes", 0, "cluster size, 3 or 5 (default from profile)")
+	fs.IntVar(&cfg.clients, "clients", 0, "concurrent clients, 10-30 (default from profile)")
+	fs.DurationVar(&cfg.duration, "duration", 0, "how long the workload runs (default from profile)")
+	fs.Uint64Var(&cfg.seed, "seed", 0, "seed of the fault schedule and workload (default: profile's, or time)")
+	fs.StringVar(&cfg.nemesis, "nemesis", "", "comma-separated faults, 'all' or 'none' (default from profile); known: "+faultNames())
+	fs.DurationVar(&cfg.quiet, "quiet", 4*time.Second, "mean quiet time between faults")
+	fs.DurationVar(&cfg.active, "active", 6*time.Second, "mean time a fault lasts")
+	fs.StringVar(&cfg.bug, "bug", "", "plant a known bug in every node (skip-fencing, stale-reads, follower-claims)")
+	fs.StringVar(&cfg.expect, "expect", "", "anomaly kinds (comma-separated) the run must report one of (with -bug): exit 0 only if found")
+	fs.StringVar(&cfg.out, "out", "", "results directory (default jepsen/results/<timestamp>)")
+	fs.IntVar(&cfg.subnet, "subnet", 77, "nodes listen on 127.0.<subnet>.11..15")
+	fs.StringVar(&cfg.bin, "bin", "", "idemnode binary to test (default: built from this tree)")
+	fs.IntVar(&cfg.hotKeys, "hot-keys", 4, "keys the clients race on at a time")
+	fs.Int64Var(&cfg.opsGen, "ops-per-key-set", 120, "operations before moving to fresh keys")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if err := cfg.applyProfile(); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.validate()
+}
+
+// applyProfile fills what the flags left unset.
+func (c *config) applyProfile() error {
+	type profile struct {
+		nodes, clients int
+		duration       time.Duration
+		seed           uint64
+		nemesis        string
+	}
+	profiles := map[string]profile{
+		"ci":      {nodes: 3, clients: 12, duration: 130 * time.Second, seed: 1, nemesis: "all"},
+		"nightly": {nodes: 5, clients: 24, duration: 30 * time.Minute, nemesis: "all"},
+		"custom":  {nodes: 3, clients: 12, duration: time.Minute, nemesis: "all"},
+	}
+	p, ok := profiles[c.profile]
+	if !ok {
+		return fmt.Errorf("-profile must be ci, nightly or custom, got %q", c.profile)
+	}
+	if c.nodes == 0 {
+		c.nodes = p.nodes
+	}
+	if c.clients == 0 {
+		c.clients = p.clients
+	}
+	if c.duration == 0 {
+		c.duration = p.duration
+	}
+	if c.seed == 0 {
+		c.seed = p.seed
+	}
+	if c.seed == 0 {
+		c.seed = uint64(time.Now().UnixNano())
+	}
+	if c.nemesis == "" {
+		c.nemesis = p.nemesis
+	}
+	return nil
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.nodes != 3 && c.nodes != 5:
+		return fmt.Errorf("-nodes must be 3 or 5, got %d", c.nodes)
+	case c.clients < 1 || c.clients > 64:
+		return fmt.Errorf("-clients must be 1-64, got %d", c.clients)
+	case c.duration <= 0:
+		return fmt.Errorf("-duration must be positive")
+	case c.subnet < 1 || c.subnet > 254:
+		return fmt.Errorf("-subnet must be 1-254, got %d", c.subnet)
+	case c.expect != "" && c.bug == "":
+		return fmt.Errorf("-expect goes with -bug")
+	case c.hotKeys < 1 || c.opsGen < 1:
+		return fmt.Errorf("-hot-keys and -ops-per-key-set must be positive")
+	}
+	_, err := c.chosenFaults(true)
+	return err
+}
+
+// chosenFaults resolves -nemesis; with root false, faults that need
+// iptables are left out (and reported by the caller).
+func (c *config) chosenFaults(root bool) ([]fault, error) {
+	if c.nemesis == "none" {
+		return nil, nil
+	}
+	var names []string
+	if c.nemesis == "all" {
+		for _, f := range faults {
+			names = append(names, f.name)
+		}
+	} else {
+		names = strings.Split(c.nemesis, ",")
+	}
+	var out []fault
+	for _, name := range names {
+		f, ok := faultByName(strings.TrimSpace(name))
+		if !ok {
+			return nil, fmt.Errorf("unknown nemesis %q (known: %s)", name, faultNames())
+		}
+		if f.minNodes > c.nodes && c.nemesis == "all" {
+			continue
+		}
+		if f.minNodes > c.nodes {
+			return nil, fmt.Errorf("nemesis %s needs %d nodes", f.name, f.minNodes)
+		}
+		if f.needsRoot && !root {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func faultNames() string {
+	var s []string
+	for _, f := range faults {
+		s = append(s, f.name)
+	}
+	return strings.Join(s, ",")
+}
+
+// reproduce is the command line that replays this run.
+func (c *config) reproduce() string {
+	s := fmt.Sprintf("go run ./jepsen -profile %s -nodes %d -clients %d -duration %s -seed %d -nemesis %s",
+		c.profile, c.nodes, c.clients, c.duration, c.seed, c.nemesis)
+	if c.bug != "" {
+		s += " -bug " + c.bug
+	}
+	if c.expect != "" {
+		s += " -expect " + c.expect
+	}
+	return s
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs the jepsen harness (go run ./jepsen) on this machine.
+#   scripts/jepsen.sh ci         the CI profile (~2.5 min, fixed seed), then the self-test
+#   scripts/jepsen.sh selftest   each planted bug must be caught by the checker
+#   scripts/jepsen.sh nightly    every nemesis, 5 nodes, 30 minutes
+#   scripts/jepsen.sh [flags]    anything else is passed to the harness
+# Partitions need root and iptables; without them those faults are skipped
+# (the summary says which). Results go to jepsen/results/<timestamp>/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Each planted bug with the anomaly the checker must report for it.
+selftest() {
+	local failed=0
+	for spec in skip-fencing:fencing,phantom-read stale-reads:non-linearizable,stale-read follower-claims:duplicate-winner,lease-violation; do
+		local bug=${spec%%:*} kind=${spec##*:}
+		echo "== self-test: planted bug $bug must be reported as $kind"
+		if ! go run ./jepsen -profile custom -duration 30s -nemesis partition-leader,pause \
+			-bug "$bug" -expect "$kind" >"/tmp/idemnode-jepsen-selftest-$bug.log" 2>&1; then
+			echo "FAIL: the checker did not report $kind for $bug (log: /tmp/idemnode-jepsen-selftest-$bug.log)"
+			tail -30 "/tmp/idemnode-jepsen-selftest-$bug.log"
+			failed=1
+		else
+			grep -E "^verdict|expected anomaly" "/tmp/idemnode-jepsen-selftest-$bug.log"
+		fi
+	done
+	return $failed
+}
+
+case "${1:-}" in
+	ci) go run ./jepsen -profile ci && selftest ;;
+	selftest) selftest ;;
+	nightly) go run ./jepsen -profile nightly ;;
+	*) go run ./jepsen "$@" ;;
+esac
