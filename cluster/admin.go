@@ -37,11 +37,17 @@ func (n *Node) Members() (Membership, error) {
 	return out, nil
 }
 
-// RemoveMember removes a server from the Raft configuration. Only the leader
-// can; membership changes are never retried blindly.
+// RemoveMember removes a server that is gone (dead in gossip, or never
+// seen) from the Raft configuration. Only the leader can; a live server is
+// refused, since reconciliation would add it straight back.
 func (n *Node) RemoveMember(ctx context.Context, id string) error {
 	if n.raft.State() != raft.Leader {
 		return ErrNotLeader
+	}
+	if n.members != nil {
+		if m, ok := n.members.member(id); ok && m.State == "alive" {
+			return fmt.Errorf("remove server %s: %w; stop it first (SIGTERM makes it leave, which removes it)", id, ErrMemberAlive)
+		}
 	}
 	if err := n.raft.RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx)).Error(); err != nil {
 		return fmt.Errorf("remove server %s: %w", id, translate(err))

@@ -17,4 +17,8 @@ var (
 	ErrTimeout = errors.New("timed out waiting for commit")
 	// ErrUnknownServer means no server with that id is in the configuration.
 	ErrUnknownServer = errors.New("unknown server")
+	// ErrMemberAlive refuses to remove a server that gossip sees alive: the
+	// leader would add it straight back. Stop it first (SIGTERM makes it
+	// leave, which removes it).
+	ErrMemberAlive = errors.New("server is alive")
 )

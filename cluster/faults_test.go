@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/internal/netfault"
@@ -186,14 +188,23 @@ func TestJoinAndRemoveFourthNode(t *testing.T) {
 	claimOn(t, fourth, "via-fourth", "o")
 	c.WaitConverged(10 * time.Second)
 
-	// remove-member is for a server that is gone: stop it first (a live
-	// server would be added back by the leader's reconciliation).
+	// remove-member is for a server that is gone: a live one is refused
+	// (the leader's reconciliation would add it straight back).
+	_, err := c.Nodes[0].Admin().RemoveMember(ctxFor(t, 10*time.Second), &idempb.RemoveMemberRequest{Id: fourth.ID})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("remove-member of a live server: %v, want FailedPrecondition", err)
+	}
 	c.Crash(fourth)
 	leader := c.WaitLeader(10 * time.Second)
 	via := followerOf(c, leader)
-	if _, err := via.Admin().RemoveMember(ctxFor(t, 10*time.Second), &idempb.RemoveMemberRequest{Id: fourth.ID}); err != nil {
-		t.Fatalf("remove-member via %s: %v", via.ID, err)
-	}
+	// Refused while gossip still sees it alive; accepted once it is dead.
+	testcluster.Eventually(t, 20*time.Second, "remove-member accepted", func() error {
+		_, err := via.Admin().RemoveMember(ctxFor(t, 10*time.Second), &idempb.RemoveMemberRequest{Id: fourth.ID})
+		if err != nil && status.Code(err) != codes.FailedPrecondition {
+			t.Fatalf("remove-member via %s: %v", via.ID, err)
+		}
+		return err
+	})
 	testcluster.Eventually(t, 20*time.Second, "three voters again", func() error { return oneCluster(c) })
 	claimOn(t, c.Nodes[0], "after-remove", "o")
 }

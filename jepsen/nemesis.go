@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/idemnode/idemnode/jepsen/history"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
@@ -44,7 +47,7 @@ var faults = []fault{
 	{name: "pause", start: pauseRandom, heal: resumeAll},
 	{name: "skew", start: skewRandom, heal: unskewAll},
 	{name: "transfer", start: transferLeadership, heal: func(*nemesis) {}},
-	{name: "membership", start: removeFollower, heal: func(*nemesis) {}},
+	{name: "membership", start: removeFollower, heal: restartAll},
 	{name: "stall-leader-disk", start: stallLeaderDisk, heal: unstallAll},
 }
 
@@ -263,8 +266,9 @@ func transferLeadership(ctx context.Context, n *nemesis) (string, error) {
 	return "from " + l.id, err
 }
 
-// removeFollower removes a live follower from the Raft configuration; the
-// leader's membership reconciliation adds it back, since it is still alive.
+// removeFollower replaces a follower the way an operator does: kill it,
+// wait until the leader's gossip sees it dead, remove it from the Raft
+// configuration; the heal restarts it and the leader adds it back.
 func removeFollower(ctx context.Context, n *nemesis) (string, error) {
 	l := n.c.leader(ctx)
 	if l == nil {
@@ -277,14 +281,23 @@ func removeFollower(ctx context.Context, n *nemesis) (string, error) {
 			break
 		}
 	}
+	victim.kill()
 	conn, err := l.client()
 	if err != nil {
 		return "", err
 	}
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, err = idempb.NewAdminClient(conn).RemoveMember(rctx, &idempb.RemoveMemberRequest{Id: victim.id})
-	return "removed " + victim.id, err
+	admin := idempb.NewAdminClient(conn)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = admin.RemoveMember(rctx, &idempb.RemoveMemberRequest{Id: victim.id})
+		cancel()
+		if status.Code(err) != codes.FailedPrecondition || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		sleep(ctx, 200*time.Millisecond) // gossip has not declared it dead yet
+	}
+	return "killed and removed " + victim.id, err
 }
 
 // stallLeaderDisk blocks the leader's Raft log writes; its watchdog exits

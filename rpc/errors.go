@@ -88,6 +88,8 @@ func toStatus(err error, log *slog.Logger) error {
 		return withInfo(codes.Unavailable, ReasonShuttingDown, err.Error(), nil)
 	case errors.Is(err, cluster.ErrUnknownServer):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, cluster.ErrMemberAlive):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, cluster.ErrTimeout):
 		return withInfo(codes.Unavailable, ReasonCommitTimeout, err.Error(), nil)
 	}
