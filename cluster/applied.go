@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemnode/idemnode/fsm"
 )
@@ -16,6 +17,9 @@ import (
 // goroutine, before they are applied. Linearizable reads wait on it.
 type trackedFSM struct {
 	*fsm.FSM
+	// batchSizes and snapshotTimes observe applies and snapshots (metrics).
+	batchSizes    prometheus.Histogram
+	snapshotTimes prometheus.Histogram
 
 	// mu guards changed, which is closed and replaced after every apply or
 	// restore: that wakes all waiters without a poll loop.
@@ -36,7 +40,19 @@ func (t *trackedFSM) Apply(l *raft.Log) interface{} {
 // ApplyBatch applies entries raft hands over together, then wakes waiters.
 func (t *trackedFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	defer t.wake()
+	if t.batchSizes != nil {
+		t.batchSizes.Observe(float64(len(logs)))
+	}
 	return t.FSM.ApplyBatch(logs)
+}
+
+// Snapshot captures the state; its Persist is timed for the metrics.
+func (t *trackedFSM) Snapshot() (raft.FSMSnapshot, error) {
+	s, err := t.FSM.Snapshot()
+	if err != nil || t.snapshotTimes == nil {
+		return s, err
+	}
+	return timedSnapshot{FSMSnapshot: s, hist: t.snapshotTimes}, nil
 }
 
 // Restore replaces the state (with the applied index the snapshot holds).

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"time"
 )
@@ -70,6 +72,8 @@ type Config struct {
 
 	// Logger receives the node's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Metrics receives the node's Prometheus series; nil registers none.
+	Metrics prometheus.Registerer
 }
 
 // withDefaults fills zero values and checks the rest.

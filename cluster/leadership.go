@@ -66,8 +66,9 @@ func (l *leaderState) signalChange(stop bool) {
 func (n *Node) LeaderChanged() <-chan struct{} { return n.leader.changedCh() }
 
 // watchLeadership reacts to raft's leadership notifications: on gaining
-// leadership it commits a no-op state-machine command (Expire with limit 0),
-// which both advances FSM time and marks the term's start for reads.
+// leadership it commits a no-op state-machine command (Expire with limit 0
+// and no time, so it changes nothing, not even FSM time), which marks the
+// term's start for reads.
 func (n *Node) watchLeadership() {
 	defer n.wg.Done()
 	for {
@@ -77,6 +78,7 @@ func (n *Node) watchLeadership() {
 			return
 		case isLeader := <-n.leaderNotify:
 			n.leader.signalChange(false)
+			n.metrics.leaderChanges.Inc()
 			if isLeader {
 				n.log.Info("became leader", "term", n.raft.CurrentTerm())
 				n.establishTerm()
@@ -92,7 +94,7 @@ func (n *Node) watchLeadership() {
 func (n *Node) establishTerm() {
 	for n.raft.State() == raft.Leader {
 		term := n.raft.CurrentTerm()
-		f := n.raft.Apply(fsm.EncodeCommand(&fsm.Command{Type: fsm.TypeExpire, Now: n.now()}), 5*time.Second)
+		f := n.raft.Apply(fsm.EncodeCommand(&fsm.Command{Type: fsm.TypeExpire}), 5*time.Second)
 		if err := f.Error(); err == nil {
 			n.leader.ready.Store(&termStart{term: term, index: f.Index()})
 			return

@@ -32,6 +32,7 @@ type Node struct {
 	// leaderNotify receives raft's leadership changes (Config.NotifyCh).
 	leaderNotify chan bool
 	leader       leaderState
+	metrics      *metrics
 
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -50,6 +51,8 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), fsm: newTrackedFSM(),
 		leaderNotify: make(chan bool, 16), stop: make(chan struct{})}
+	n.registerMetrics(cfg.Metrics)
+	n.fsm.batchSizes, n.fsm.snapshotTimes = n.metrics.applyBatch, n.metrics.snapshot
 	existing, err := n.openRaft()
 	if err != nil {
 		n.closeStores()

@@ -109,6 +109,14 @@ func (m *Machine) Len() int {
 	return m.st.records.Len()
 }
 
+// Counts returns how many stored records are PENDING and COMPLETED
+// (expired ones not yet deleted included).
+func (m *Machine) Counts() (pending, completed int) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.st.pending, m.st.records.Len() - m.st.pending
+}
+
 // Now returns FSM time in Unix nanoseconds.
 func (m *Machine) Now() int64 {
 	m.mu.RLock()

@@ -173,3 +173,28 @@ func TestNamesOfEnums(t *testing.T) {
 		}
 	}
 }
+
+func TestCountsFollowStates(t *testing.T) {
+	m := NewMachine()
+	m.Apply(1, claim("a", "o1", at(0)))
+	m.Apply(2, claim("b", "o1", at(0)))
+	if p, c := m.Counts(); p != 2 || c != 0 {
+		t.Fatalf("after two claims: pending %d completed %d", p, c)
+	}
+	m.Apply(3, complete("a", TokenFor(1, 0), &Response{Status: 201}, at(1)))
+	m.Apply(4, release("b", TokenFor(2, 0), at(1)))
+	if p, c := m.Counts(); p != 0 || c != 1 {
+		t.Fatalf("after complete and release: pending %d completed %d", p, c)
+	}
+	var buf bytes.Buffer
+	if err := m.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	r := NewMachine()
+	if err := r.Restore(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if p, c := r.Counts(); p != 0 || c != 1 {
+		t.Fatalf("after restore: pending %d completed %d", p, c)
+	}
+}

@@ -32,6 +32,9 @@ type state struct {
 	applied uint64
 	records *btree.BTreeG[*Record]
 	expiry  *btree.BTreeG[expiryItem]
+	// pending counts PENDING records (the rest are COMPLETED), kept on
+	// every put and remove so metrics need no walk.
+	pending int
 }
 
 func newState() *state {
@@ -44,7 +47,7 @@ func newState() *state {
 // clone is O(1): the trees copy their nodes lazily on the next write, which
 // is what makes Snapshot cheap while Apply continues.
 func (s *state) clone() *state {
-	return &state{now: s.now, applied: s.applied, records: s.records.Clone(), expiry: s.expiry.Clone()}
+	return &state{now: s.now, applied: s.applied, records: s.records.Clone(), expiry: s.expiry.Clone(), pending: s.pending}
 }
 
 func (s *state) get(k RecordKey) (*Record, bool) {
@@ -66,12 +69,21 @@ func (s *state) live(k RecordKey) (*Record, bool) {
 func (s *state) put(r *Record) {
 	if old, ok := s.records.ReplaceOrInsert(r); ok {
 		s.expiry.Delete(expiryItem{at: old.ExpiresAt, key: old.RecordKey})
+		s.countPending(old, -1)
 	}
 	s.expiry.ReplaceOrInsert(expiryItem{at: r.ExpiresAt, key: r.RecordKey})
+	s.countPending(r, 1)
 }
 
 func (s *state) remove(k RecordKey) {
 	if old, ok := s.records.Delete(&Record{RecordKey: k}); ok {
 		s.expiry.Delete(expiryItem{at: old.ExpiresAt, key: old.RecordKey})
+		s.countPending(old, -1)
+	}
+}
+
+func (s *state) countPending(r *Record, delta int) {
+	if r.State == StatePending {
+		s.pending += delta
 	}
 }

@@ -136,6 +136,7 @@ func forwardOnce[T any](ctx context.Context, s *Server, remote func(context.Cont
 	if err != nil {
 		return zero, err
 	}
+	s.countForward(ctx)
 	return remote(metadata.AppendToOutgoingContext(ctx, forwardedKey, "1"), conn)
 }
 

@@ -20,7 +20,7 @@ func (s *Server) Claim(ctx context.Context, req *idempb.ClaimRequest) (*idempb.C
 	if err != nil {
 		return nil, toStatus(err, s.log)
 	}
-	return routed(ctx, s, func(ctx context.Context) (*idempb.ClaimResponse, error) {
+	resp, err := routed(ctx, s, func(ctx context.Context) (*idempb.ClaimResponse, error) {
 		if resp, ok := s.followerGrant(cmd); ok {
 			return resp, nil
 		}
@@ -35,6 +35,8 @@ func (s *Server) Claim(ctx context.Context, req *idempb.ClaimRequest) (*idempb.C
 	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.ClaimResponse, error) {
 		return idempb.NewIdempotencyClient(c).Claim(ctx, req)
 	})
+	s.countClaim(ctx, resp)
+	return resp, err
 }
 
 // Complete stores the holder's response.

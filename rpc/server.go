@@ -56,6 +56,7 @@ type Server struct {
 	fwd     forwarder
 	// waits counts the calls held waiting, for the wait caps of Limits.
 	waits waitCounter
+	metrics *Metrics // nil: no metrics
 	// bug names a planted bug (fault injection for jepsen's self-test).
 	bug string
 }

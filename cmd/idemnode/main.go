@@ -63,6 +63,10 @@ func newRootCmd() *cobra.Command {
 		Short:         "A highly available idempotency-key service",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Every flag can also come from IDEMNODE_<FLAG> (see env.go).
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return applyEnv(cmd.Flags(), os.LookupEnv)
+		},
 	}
 	root.AddCommand(newServeCmd())
 	addClientCommands(root)

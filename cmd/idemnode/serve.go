@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
@@ -146,6 +148,8 @@ func serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return runtimeError{fmt.Errorf("listen grpc: %w", err)}
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	node, err := cluster.Open(cluster.Config{
 		NodeID:             f.nodeID,
 		DataDir:            f.dataDir,
@@ -166,6 +170,7 @@ func serve(ctx context.Context, f serveFlags) error {
 		DiskStallTimeout:   f.diskStallTimeout,
 		FaultDiskStallFile: f.faultStallFile,
 		Logger:             log,
+		Metrics:            reg,
 	})
 	if err != nil {
 		grpcLn.Close()
@@ -173,7 +178,8 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	defer node.Close()
 
-	opts := []rpc.Option{rpc.WithForwardSource(grpcLn.Addr().(*net.TCPAddr).IP)}
+	apiMetrics := rpc.NewMetrics(reg)
+	opts := []rpc.Option{rpc.WithForwardSource(grpcLn.Addr().(*net.TCPAddr).IP), rpc.WithMetrics(apiMetrics, reg)}
 	if f.faultBug != "" {
 		bug, err := rpc.WithPlantedBug(f.faultBug)
 		if err != nil {
@@ -185,11 +191,11 @@ func serve(ctx context.Context, f serveFlags) error {
 	limits := rpc.DefaultLimits()
 	limits.MinLease, limits.MinTTL = f.minLease, f.minTTL
 	api := rpc.NewServer(node, limits, log, opts...)
-	g := grpc.NewServer(rpc.ServerOptions()...)
+	g := grpc.NewServer(append(rpc.ServerOptions(), grpc.ChainUnaryInterceptor(apiMetrics.UnaryInterceptor()))...)
 	api.Register(g)
 	errc := make(chan error, 2)
 	go func() { errc <- g.Serve(grpcLn) }()
-	httpSrv := startHTTP(f.httpAddr, node, errc)
+	httpSrv := startHTTP(f.httpAddr, node, reg, errc)
 
 	log.Info("idemnode serving", "node", f.nodeID, "grpc", grpcLn.Addr().String(), "raft", node.RaftAddr(),
 		"http", f.httpAddr, "data", f.dataDir)
@@ -228,11 +234,11 @@ func stopGRPC(g *grpc.Server, grace time.Duration) {
 	}
 }
 
-func startHTTP(addr string, node *cluster.Node, errc chan<- error) *http.Server {
+func startHTTP(addr string, node *cluster.Node, reg *prometheus.Registry, errc chan<- error) *http.Server {
 	if addr == "" {
 		return nil
 	}
-	srv := &http.Server{Addr: addr, Handler: httpHandler(node), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: httpHandler(node, reg), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("http: %w", err)
