@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 
 	"github.com/idemnode/idemnode/fsm"
 )
@@ -91,9 +92,9 @@ func (n *Node) startMembership(existing bool) error {
 // had Raft state already.
 func (n *Node) openRaft() (bool, error) {
 	var err error
-	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.cfg.DataDir, "raft.db")})
+	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.cfg.DataDir, "raft.db"), BoltOptions: lockTimeout()})
 	if err != nil {
-		return false, fmt.Errorf("open log store: %w", err)
+		return false, fmt.Errorf("open log store in %s (is another node running on it?): %w", n.cfg.DataDir, err)
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, n.cfg.SnapshotRetain, hlog)
@@ -219,3 +220,7 @@ func (n *Node) waitFor(ctx context.Context, cond func() bool) error {
 	}
 	return nil
 }
+
+// lockTimeout makes opening a data dir that another process holds fail
+// with a clear error instead of waiting forever on the file lock.
+func lockTimeout() *bbolt.Options { return &bbolt.Options{Timeout: 2 * time.Second} }

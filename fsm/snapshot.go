@@ -191,6 +191,16 @@ func (m *Machine) DigestAt() (uint64, string) {
 	return v.applied, v.digest()
 }
 
+// Backup writes the current state to w in the snapshot format and returns
+// the applied index and digest of exactly that state.
+func (m *Machine) Backup(w io.Writer) (applied uint64, digest string, records int, err error) {
+	v := m.view()
+	if err := v.writeSnapshot(w); err != nil {
+		return 0, "", 0, err
+	}
+	return v.applied, v.digest(), v.records.Len(), nil
+}
+
 // WriteSnapshot writes the current state to w in the snapshot format.
 func (m *Machine) WriteSnapshot(w io.Writer) error { return m.view().writeSnapshot(w) }
 

@@ -63,3 +63,47 @@ func (s *Server) TransferLeadership(ctx context.Context, req *idempb.TransferLea
 		return idempb.NewAdminClient(c).TransferLeadership(ctx, req)
 	})
 }
+
+// snapshotChunk is the size of the data messages of a backup stream.
+const snapshotChunk = 256 << 10
+
+// Snapshot streams a consistent backup from the leader. A follower answers
+// Unavailable (NOT_LEADER); the CLI asks it for the leader's address first.
+func (s *Server) Snapshot(_ *idempb.SnapshotRequest, stream idempb.Admin_SnapshotServer) error {
+	w := &chunkWriter{send: func(b []byte) error { return stream.Send(&idempb.SnapshotChunk{Data: b}) }}
+	info, err := s.backend.Backup(stream.Context(), w)
+	if err == nil {
+		err = w.flush()
+	}
+	if err != nil {
+		return toStatus(err, s.log)
+	}
+	return stream.Send(&idempb.SnapshotChunk{Summary: &idempb.SnapshotSummary{Sha256: info.SHA256, Bytes: uint64(info.Bytes),
+		AppliedIndex: info.Applied, Digest: info.Digest, Records: uint64(info.Records)}})
+}
+
+// chunkWriter cuts a byte stream into messages of snapshotChunk bytes.
+type chunkWriter struct {
+	buf  []byte
+	send func([]byte) error
+}
+
+func (c *chunkWriter) Write(p []byte) (int, error) {
+	c.buf = append(c.buf, p...)
+	for len(c.buf) >= snapshotChunk {
+		if err := c.send(c.buf[:snapshotChunk:snapshotChunk]); err != nil {
+			return 0, err
+		}
+		c.buf = append([]byte(nil), c.buf[snapshotChunk:]...)
+	}
+	return len(p), nil
+}
+
+func (c *chunkWriter) flush() error {
+	if len(c.buf) == 0 {
+		return nil
+	}
+	err := c.send(c.buf)
+	c.buf = nil
+	return err
+}

@@ -5,6 +5,7 @@ package rpc
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"time"
@@ -42,6 +43,8 @@ type Backend interface {
 	Members() (cluster.Membership, error)
 	RemoveMember(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) error
+	// Backup writes a consistent backup (on the leader only).
+	Backup(ctx context.Context, w io.Writer) (cluster.BackupInfo, error)
 }
 
 // Server implements idem.v1.Idempotency and idem.v1.Admin.

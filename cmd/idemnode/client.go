@@ -99,7 +99,7 @@ func (c *clientFlags) call(ctx context.Context, fn func(context.Context, *grpc.C
 
 func addClientCommands(root *cobra.Command) {
 	root.AddCommand(newClaimCmd(), newCompleteCmd(), newReleaseCmd(), newExtendCmd(),
-		newGetCmd(), newWaitCmd(), newStatusCmd(), newMembersCmd(), newRemoveMemberCmd(), newTransferLeadershipCmd())
+		newGetCmd(), newWaitCmd(), newStatusCmd(), newMembersCmd(), newRemoveMemberCmd(), newTransferLeadershipCmd(), newSnapshotCmd())
 }
 
 func newClaimCmd() *cobra.Command {

@@ -1731,6 +1731,174 @@ func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
 	return file_idem_proto_rawDescGZIP(), []int{25}
 }
 
+type SnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotRequest) Reset() {
+	*x = SnapshotRequest{}
+	mi := &file_idem_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRequest) ProtoMessage() {}
+
+func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{26}
+}
+
+// SnapshotChunk streams a backup: data chunks in order, and the last message
+// carries the summary of what was sent.
+type SnapshotChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	Summary       *SnapshotSummary       `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_idem_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetSummary() *SnapshotSummary {
+	if x != nil {
+		return x.Summary
+	}
+	return nil
+}
+
+type SnapshotSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sha256 of all data bytes, in hex.
+	Sha256       string `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Bytes        uint64 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// digest of the state the backup holds (as idemnode status prints it).
+	Digest        string `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
+	Records       uint64 `protobuf:"varint,5,opt,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotSummary) Reset() {
+	*x = SnapshotSummary{}
+	mi := &file_idem_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotSummary) ProtoMessage() {}
+
+func (x *SnapshotSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotSummary.ProtoReflect.Descriptor instead.
+func (*SnapshotSummary) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SnapshotSummary) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *SnapshotSummary) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *SnapshotSummary) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *SnapshotSummary) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *SnapshotSummary) GetRecords() uint64 {
+	if x != nil {
+		return x.Records
+	}
+	return 0
+}
+
 var File_idem_proto protoreflect.FileDescriptor
 
 const file_idem_proto_rawDesc = "" +
@@ -1844,7 +2012,17 @@ const file_idem_proto_rawDesc = "" +
 	"\x14RemoveMemberResponse\"+\n" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x1c\n" +
-	"\x1aTransferLeadershipResponse*\xb4\x01\n" +
+	"\x1aTransferLeadershipResponse\"\x11\n" +
+	"\x0fSnapshotRequest\"W\n" +
+	"\rSnapshotChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x122\n" +
+	"\asummary\x18\x02 \x01(\v2\x18.idem.v1.SnapshotSummaryR\asummary\"\x96\x01\n" +
+	"\x0fSnapshotSummary\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\x12#\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x12\x16\n" +
+	"\x06digest\x18\x04 \x01(\tR\x06digest\x12\x18\n" +
+	"\arecords\x18\x05 \x01(\x04R\arecords*\xb4\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vOUTCOME_WON\x10\x01\x12\x17\n" +
@@ -1868,12 +2046,13 @@ const file_idem_proto_rawDesc = "" +
 	"\aRelease\x12\x17.idem.v1.ReleaseRequest\x1a\x18.idem.v1.ReleaseResponse\x129\n" +
 	"\x06Extend\x12\x16.idem.v1.ExtendRequest\x1a\x17.idem.v1.ExtendResponse\x120\n" +
 	"\x03Get\x12\x13.idem.v1.GetRequest\x1a\x14.idem.v1.GetResponse\x123\n" +
-	"\x04Wait\x12\x14.idem.v1.WaitRequest\x1a\x15.idem.v1.WaitResponse2\xac\x02\n" +
+	"\x04Wait\x12\x14.idem.v1.WaitRequest\x1a\x15.idem.v1.WaitResponse2\xec\x02\n" +
 	"\x05Admin\x129\n" +
 	"\x06Status\x12\x16.idem.v1.StatusRequest\x1a\x17.idem.v1.StatusResponse\x12<\n" +
 	"\aMembers\x12\x17.idem.v1.MembersRequest\x1a\x18.idem.v1.MembersResponse\x12K\n" +
 	"\fRemoveMember\x12\x1c.idem.v1.RemoveMemberRequest\x1a\x1d.idem.v1.RemoveMemberResponse\x12]\n" +
-	"\x12TransferLeadership\x12\".idem.v1.TransferLeadershipRequest\x1a#.idem.v1.TransferLeadershipResponseB)Z'github.com/idemnode/idemnode/rpc/idempbb\x06proto3"
+	"\x12TransferLeadership\x12\".idem.v1.TransferLeadershipRequest\x1a#.idem.v1.TransferLeadershipResponse\x12>\n" +
+	"\bSnapshot\x12\x18.idem.v1.SnapshotRequest\x1a\x16.idem.v1.SnapshotChunk0\x01B)Z'github.com/idemnode/idemnode/rpc/idempbb\x06proto3"
 
 var (
 	file_idem_proto_rawDescOnce sync.Once
@@ -1888,7 +2067,7 @@ func file_idem_proto_rawDescGZIP() []byte {
 }
 
 var file_idem_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_idem_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_idem_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_idem_proto_goTypes = []any{
 	(Outcome)(0),                       // 0: idem.v1.Outcome
 	(State)(0),                         // 1: idem.v1.State
@@ -1919,25 +2098,28 @@ var file_idem_proto_goTypes = []any{
 	(*RemoveMemberResponse)(nil),       // 26: idem.v1.RemoveMemberResponse
 	(*TransferLeadershipRequest)(nil),  // 27: idem.v1.TransferLeadershipRequest
 	(*TransferLeadershipResponse)(nil), // 28: idem.v1.TransferLeadershipResponse
-	(*timestamppb.Timestamp)(nil),      // 29: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 30: google.protobuf.Duration
+	(*SnapshotRequest)(nil),            // 29: idem.v1.SnapshotRequest
+	(*SnapshotChunk)(nil),              // 30: idem.v1.SnapshotChunk
+	(*SnapshotSummary)(nil),            // 31: idem.v1.SnapshotSummary
+	(*timestamppb.Timestamp)(nil),      // 32: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 33: google.protobuf.Duration
 }
 var file_idem_proto_depIdxs = []int32{
 	4,  // 0: idem.v1.Response.headers:type_name -> idem.v1.Header
 	3,  // 1: idem.v1.Record.id:type_name -> idem.v1.RecordId
 	1,  // 2: idem.v1.Record.state:type_name -> idem.v1.State
-	29, // 3: idem.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
-	29, // 4: idem.v1.Record.created_at:type_name -> google.protobuf.Timestamp
-	29, // 5: idem.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
-	29, // 6: idem.v1.Record.completed_at:type_name -> google.protobuf.Timestamp
+	32, // 3: idem.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
+	32, // 4: idem.v1.Record.created_at:type_name -> google.protobuf.Timestamp
+	32, // 5: idem.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
+	32, // 6: idem.v1.Record.completed_at:type_name -> google.protobuf.Timestamp
 	5,  // 7: idem.v1.Record.response:type_name -> idem.v1.Response
 	3,  // 8: idem.v1.ClaimRequest.id:type_name -> idem.v1.RecordId
-	30, // 9: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
-	30, // 10: idem.v1.ClaimRequest.ttl:type_name -> google.protobuf.Duration
-	30, // 11: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	33, // 9: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
+	33, // 10: idem.v1.ClaimRequest.ttl:type_name -> google.protobuf.Duration
+	33, // 11: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
 	0,  // 12: idem.v1.ClaimResponse.outcome:type_name -> idem.v1.Outcome
-	29, // 13: idem.v1.ClaimResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	29, // 14: idem.v1.ClaimResponse.expires_at:type_name -> google.protobuf.Timestamp
+	32, // 13: idem.v1.ClaimResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	32, // 14: idem.v1.ClaimResponse.expires_at:type_name -> google.protobuf.Timestamp
 	5,  // 15: idem.v1.ClaimResponse.response:type_name -> idem.v1.Response
 	3,  // 16: idem.v1.CompleteRequest.id:type_name -> idem.v1.RecordId
 	5,  // 17: idem.v1.CompleteRequest.response:type_name -> idem.v1.Response
@@ -1945,46 +2127,49 @@ var file_idem_proto_depIdxs = []int32{
 	3,  // 19: idem.v1.ReleaseRequest.id:type_name -> idem.v1.RecordId
 	0,  // 20: idem.v1.ReleaseResponse.outcome:type_name -> idem.v1.Outcome
 	3,  // 21: idem.v1.ExtendRequest.id:type_name -> idem.v1.RecordId
-	30, // 22: idem.v1.ExtendRequest.lease:type_name -> google.protobuf.Duration
+	33, // 22: idem.v1.ExtendRequest.lease:type_name -> google.protobuf.Duration
 	0,  // 23: idem.v1.ExtendResponse.outcome:type_name -> idem.v1.Outcome
-	29, // 24: idem.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	32, // 24: idem.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 25: idem.v1.GetRequest.id:type_name -> idem.v1.RecordId
 	2,  // 26: idem.v1.GetRequest.consistency:type_name -> idem.v1.Consistency
 	0,  // 27: idem.v1.GetResponse.outcome:type_name -> idem.v1.Outcome
 	6,  // 28: idem.v1.GetResponse.record:type_name -> idem.v1.Record
 	3,  // 29: idem.v1.WaitRequest.id:type_name -> idem.v1.RecordId
-	30, // 30: idem.v1.WaitRequest.timeout:type_name -> google.protobuf.Duration
+	33, // 30: idem.v1.WaitRequest.timeout:type_name -> google.protobuf.Duration
 	2,  // 31: idem.v1.WaitRequest.consistency:type_name -> idem.v1.Consistency
 	0,  // 32: idem.v1.WaitResponse.outcome:type_name -> idem.v1.Outcome
 	6,  // 33: idem.v1.WaitResponse.record:type_name -> idem.v1.Record
-	29, // 34: idem.v1.StatusResponse.fsm_time:type_name -> google.protobuf.Timestamp
+	32, // 34: idem.v1.StatusResponse.fsm_time:type_name -> google.protobuf.Timestamp
 	22, // 35: idem.v1.MembersResponse.members:type_name -> idem.v1.Member
 	23, // 36: idem.v1.MembersResponse.servers:type_name -> idem.v1.RaftServer
-	7,  // 37: idem.v1.Idempotency.Claim:input_type -> idem.v1.ClaimRequest
-	9,  // 38: idem.v1.Idempotency.Complete:input_type -> idem.v1.CompleteRequest
-	11, // 39: idem.v1.Idempotency.Release:input_type -> idem.v1.ReleaseRequest
-	13, // 40: idem.v1.Idempotency.Extend:input_type -> idem.v1.ExtendRequest
-	15, // 41: idem.v1.Idempotency.Get:input_type -> idem.v1.GetRequest
-	17, // 42: idem.v1.Idempotency.Wait:input_type -> idem.v1.WaitRequest
-	19, // 43: idem.v1.Admin.Status:input_type -> idem.v1.StatusRequest
-	21, // 44: idem.v1.Admin.Members:input_type -> idem.v1.MembersRequest
-	25, // 45: idem.v1.Admin.RemoveMember:input_type -> idem.v1.RemoveMemberRequest
-	27, // 46: idem.v1.Admin.TransferLeadership:input_type -> idem.v1.TransferLeadershipRequest
-	8,  // 47: idem.v1.Idempotency.Claim:output_type -> idem.v1.ClaimResponse
-	10, // 48: idem.v1.Idempotency.Complete:output_type -> idem.v1.CompleteResponse
-	12, // 49: idem.v1.Idempotency.Release:output_type -> idem.v1.ReleaseResponse
-	14, // 50: idem.v1.Idempotency.Extend:output_type -> idem.v1.ExtendResponse
-	16, // 51: idem.v1.Idempotency.Get:output_type -> idem.v1.GetResponse
-	18, // 52: idem.v1.Idempotency.Wait:output_type -> idem.v1.WaitResponse
-	20, // 53: idem.v1.Admin.Status:output_type -> idem.v1.StatusResponse
-	24, // 54: idem.v1.Admin.Members:output_type -> idem.v1.MembersResponse
-	26, // 55: idem.v1.Admin.RemoveMember:output_type -> idem.v1.RemoveMemberResponse
-	28, // 56: idem.v1.Admin.TransferLeadership:output_type -> idem.v1.TransferLeadershipResponse
-	47, // [47:57] is the sub-list for method output_type
-	37, // [37:47] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	31, // 37: idem.v1.SnapshotChunk.summary:type_name -> idem.v1.SnapshotSummary
+	7,  // 38: idem.v1.Idempotency.Claim:input_type -> idem.v1.ClaimRequest
+	9,  // 39: idem.v1.Idempotency.Complete:input_type -> idem.v1.CompleteRequest
+	11, // 40: idem.v1.Idempotency.Release:input_type -> idem.v1.ReleaseRequest
+	13, // 41: idem.v1.Idempotency.Extend:input_type -> idem.v1.ExtendRequest
+	15, // 42: idem.v1.Idempotency.Get:input_type -> idem.v1.GetRequest
+	17, // 43: idem.v1.Idempotency.Wait:input_type -> idem.v1.WaitRequest
+	19, // 44: idem.v1.Admin.Status:input_type -> idem.v1.StatusRequest
+	21, // 45: idem.v1.Admin.Members:input_type -> idem.v1.MembersRequest
+	25, // 46: idem.v1.Admin.RemoveMember:input_type -> idem.v1.RemoveMemberRequest
+	27, // 47: idem.v1.Admin.TransferLeadership:input_type -> idem.v1.TransferLeadershipRequest
+	29, // 48: idem.v1.Admin.Snapshot:input_type -> idem.v1.SnapshotRequest
+	8,  // 49: idem.v1.Idempotency.Claim:output_type -> idem.v1.ClaimResponse
+	10, // 50: idem.v1.Idempotency.Complete:output_type -> idem.v1.CompleteResponse
+	12, // 51: idem.v1.Idempotency.Release:output_type -> idem.v1.ReleaseResponse
+	14, // 52: idem.v1.Idempotency.Extend:output_type -> idem.v1.ExtendResponse
+	16, // 53: idem.v1.Idempotency.Get:output_type -> idem.v1.GetResponse
+	18, // 54: idem.v1.Idempotency.Wait:output_type -> idem.v1.WaitResponse
+	20, // 55: idem.v1.Admin.Status:output_type -> idem.v1.StatusResponse
+	24, // 56: idem.v1.Admin.Members:output_type -> idem.v1.MembersResponse
+	26, // 57: idem.v1.Admin.RemoveMember:output_type -> idem.v1.RemoveMemberResponse
+	28, // 58: idem.v1.Admin.TransferLeadership:output_type -> idem.v1.TransferLeadershipResponse
+	30, // 59: idem.v1.Admin.Snapshot:output_type -> idem.v1.SnapshotChunk
+	49, // [49:60] is the sub-list for method output_type
+	38, // [38:49] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_idem_proto_init() }
@@ -1998,7 +2183,7 @@ func file_idem_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idem_proto_rawDesc), len(file_idem_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   26,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
