@@ -72,6 +72,8 @@ type Config struct {
 
 	// Logger receives the node's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// LogJSON makes raft's own log lines JSON, like the rest of the logs.
+	LogJSON bool
 	// Metrics receives the node's Prometheus series; nil registers none.
 	Metrics prometheus.Registerer
 }

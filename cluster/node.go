@@ -96,7 +96,7 @@ func (n *Node) openRaft() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("open log store in %s (is another node running on it?): %w", n.cfg.DataDir, err)
 	}
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr, JSONFormat: n.cfg.LogJSON})
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, n.cfg.SnapshotRetain, hlog)
 	if err != nil {
 		return false, fmt.Errorf("open snapshot store: %w", err)

@@ -105,6 +105,17 @@ func (s *Server) Register(g *grpc.Server) {
 	s.health.SetServingStatus(idempb.Idempotency_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 }
 
+// SetServing sets what the gRPC health service answers for the server and
+// the Idempotency service; serve keeps it in step with readiness.
+func (s *Server) SetServing(ok bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ok {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus("", st)
+	s.health.SetServingStatus(idempb.Idempotency_ServiceDesc.ServiceName, st)
+}
+
 // Shutdown marks the services NOT_SERVING so health checks drain traffic,
 // and closes the connections to the leader.
 func (s *Server) Shutdown() {

@@ -167,6 +167,7 @@ func serve(ctx context.Context, f serveFlags) error {
 		SnapshotInterval:   f.snapshotInterval,
 		ExpiryInterval:     f.expiryInterval,
 		ClockOffset:        f.clockOffset,
+		LogJSON:            f.logFormat == "json",
 		DiskStallTimeout:   f.diskStallTimeout,
 		FaultDiskStallFile: f.faultStallFile,
 		Logger:             log,
@@ -201,6 +202,7 @@ func serve(ctx context.Context, f serveFlags) error {
 		"http", f.httpAddr, "data", f.dataDir)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go followReadiness(ctx, node, api)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
@@ -252,4 +254,20 @@ func orDefault(v, def string) string {
 		return def
 	}
 	return v
+}
+
+// followReadiness keeps the gRPC health service in step with /readyz: a
+// node serves once it knows a leader and has applied what it knows to be
+// committed.
+func followReadiness(ctx context.Context, node *cluster.Node, api *rpc.Server) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		api.SetServing(node.Ready() == nil)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
