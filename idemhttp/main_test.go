@@ -2,6 +2,7 @@ package idemhttp_test
 
 import (
 	"context"
+	"flag"
 	"io"
 	"log"
 	"net/http"
@@ -24,7 +25,11 @@ var shared *testcluster.Cluster
 
 func TestMain(m *testing.M) {
 	tb := testmain.New("idemhttp")
-	shared = testcluster.Start(tb, 3, testcluster.Options{Subnet: 75})
+	// Fuzzing runs only the pure fuzz targets, in worker processes that
+	// each run TestMain: a cluster on fixed addresses would collide there.
+	if f := flag.Lookup("test.fuzz"); f == nil || f.Value.String() == "" {
+		shared = testcluster.Start(tb, 3, testcluster.Options{Subnet: 75})
+	}
 	code := m.Run()
 	tb.Close()
 	os.Exit(code)

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for a bounded time each (FUZZTIME, default 20s):
+# command decoding, snapshot restore, request validation, and the HTTP
+# middleware's key parsing and JSON canonicalisation. New crashers land in
+# the package's testdata/fuzz/ and fail the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+time="${FUZZTIME:-20s}"
+targets=(
+	"./fsm FuzzDecodeCommand"
+	"./fsm FuzzRestore"
+	"./rpc FuzzValidateRequests"
+	"./idemhttp FuzzParseKey"
+	"./idemhttp FuzzCanonicalJSON"
+)
+for t in "${targets[@]}"; do
+	set -- $t
+	echo "== fuzz $2 ($1) for $time"
+	go test "$1" -run '^$' -fuzz "^$2\$" -fuzztime "$time"
+done
