@@ -78,17 +78,20 @@ func (n *Node) bootstrapExpected() {
 	}
 }
 
-// runJoin joins the given gossip addresses, retrying until one answers.
+// runJoin joins the given gossip addresses, retrying until this node has
+// met another server. Contacting only itself does not count: in Kubernetes
+// every pod's join list names the pod itself, and the others may not
+// resolve yet.
 func (n *Node) runJoin() {
 	defer n.wg.Done()
 	backoff := 200 * time.Millisecond
 	for {
-		joined, err := n.members.list.Join(n.cfg.Join)
-		if joined > 0 {
-			n.log.Info("joined gossip", "contacted", joined)
+		contacted, err := n.members.list.Join(n.cfg.Join)
+		if n.metAnotherServer() {
+			n.log.Info("joined gossip", "contacted", contacted)
 			return
 		}
-		n.log.Warn("join gossip", "addrs", n.cfg.Join, "err", err)
+		n.log.Warn("join gossip: no other server reached yet", "addrs", n.cfg.Join, "err", err)
 		select {
 		case <-n.stop:
 			return
@@ -96,4 +99,14 @@ func (n *Node) runJoin() {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// metAnotherServer reports whether gossip knows a server besides this one.
+func (n *Node) metAnotherServer() bool {
+	for _, m := range n.members.members() {
+		if m.ID != n.cfg.NodeID {
+			return true
+		}
+	}
+	return false
 }

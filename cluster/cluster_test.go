@@ -31,6 +31,7 @@ const (
 	subnetFive
 	subnetRolling
 	subnetDeadCleanup
+	subnetMove
 )
 
 func id(key string) *idempb.RecordId {

@@ -351,3 +351,30 @@ func TestDeadServerCleanup(t *testing.T) {
 	})
 	claimOn(t, leader, "after-cleanup", "o")
 }
+
+// TestWholeClusterMovesToNewAddresses stops every server and starts each
+// again on a new IP (as pods rescheduled onto new nodes are): the Raft
+// configuration still holds the old addresses, the transport finds the
+// servers by id through gossip, a leader is elected and no data is lost.
+func TestWholeClusterMovesToNewAddresses(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetMove})
+	claimOn(t, c.WaitLeader(30*time.Second), "before-move", "o")
+	c.WaitConverged(10 * time.Second)
+	for _, nd := range c.Nodes {
+		c.Crash(nd)
+	}
+	for _, nd := range c.Nodes {
+		nd.IP = fmt.Sprintf("127.0.%d.%d", subnetMove, 20+nd.Index)
+	}
+	for _, nd := range c.Nodes {
+		c.Restart(nd)
+	}
+	leader := c.WaitLeader(60 * time.Second)
+	claimOn(t, leader, "after-move", "o")
+	c.WaitConverged(30 * time.Second)
+	got, err := c.Nodes[0].Client().Get(ctxFor(t, 10*time.Second), &idempb.GetRequest{Id: id("before-move")})
+	if err != nil || got.Outcome != idempb.Outcome_OUTCOME_OK {
+		t.Fatalf("record written before the move: %v %v", got, err)
+	}
+}

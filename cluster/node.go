@@ -29,6 +29,8 @@ type Node struct {
 	trans *raft.NetworkTransport
 	// members is nil on a standalone node (no gossip address).
 	members *membership
+	// addrs resolves servers' current Raft addresses from gossip.
+	addrs gossipAddresses
 
 	// leaderNotify receives raft's leadership changes (Config.NotifyCh).
 	leaderNotify chan bool
@@ -78,6 +80,7 @@ func (n *Node) startMembership(existing bool) error {
 	if n.members, err = newMembership(n.cfg, meta, n.log); err != nil {
 		return err
 	}
+	n.addrs.members.Store(n.members)
 	n.wg.Add(2)
 	go n.runReconcile()
 	go n.runBootstrap(existing)
@@ -105,9 +108,11 @@ func (n *Node) openRaft() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: stream, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog,
-	})
+	tc := &raft.NetworkTransportConfig{Stream: stream, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog}
+	if n.cfg.GossipAddr != "" {
+		tc.ServerAddressProvider = &n.addrs
+	}
+	n.trans = raft.NewNetworkTransportWithConfig(tc)
 	rc := n.raftConfig(hlog)
 	existing, err := raft.HasExistingState(n.store, n.store, snaps)
 	if err != nil {

@@ -7,7 +7,9 @@ import (
 )
 
 // runReconcile keeps the Raft configuration in line with membership while
-// this node leads: live servers missing from it are added as voters, servers
+// this node leads: live servers missing from it are added as voters (a
+// server that comes back with a new address keeps its entry: the transport
+// dials servers by id through gossip, see gossipAddresses), servers
 // that left gracefully are removed, and, with DeadServerCleanup, servers
 // dead for that long are removed while a quorum of healthy voters remains.
 // It reacts to gossip events and also runs on a tick, so a change missed
@@ -41,9 +43,9 @@ func (n *Node) reconcile() {
 	}
 	members := n.members.members()
 	for _, m := range members {
-		s, ok := inConfig[m.ID]
+		_, ok := inConfig[m.ID]
 		switch {
-		case m.State == "alive" && (!ok || string(s.Address) != m.Raft):
+		case m.State == "alive" && !ok:
 			n.addVoter(m)
 		case ok && m.State == "left" && m.ID != n.cfg.NodeID:
 			n.removeServer(m.ID, "left")
