@@ -58,7 +58,7 @@ type Server struct {
 	health  *health.Server
 	fwd     forwarder
 	// waits counts the calls held waiting, for the wait caps of Limits.
-	waits waitCounter
+	waits   waitCounter
 	metrics *Metrics // nil: no metrics
 	// bug names a planted bug (fault injection for jepsen's self-test).
 	bug string

@@ -52,14 +52,14 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 
 	m := scrape(t, s)
 	want := map[string]float64{
-		`idemnode_claims_total{outcome="won"}`:         3,
-		`idemnode_claims_total{outcome="in_progress"}`: 1,
-		`idemnode_claims_total{outcome="completed"}`:   1,
-		`idemnode_claims_total{outcome="mismatch"}`:    1,
-		`idemnode_records_pending`:                     2,
-		`idemnode_records_completed`:                   1,
-		`idemnode_raft_state`:                          2, // leader
-		`idemnode_waits_in_progress`:                   0,
+		`idemnode_claims_total{outcome="won"}`:                             3,
+		`idemnode_claims_total{outcome="in_progress"}`:                     1,
+		`idemnode_claims_total{outcome="completed"}`:                       1,
+		`idemnode_claims_total{outcome="mismatch"}`:                        1,
+		`idemnode_records_pending`:                                         2,
+		`idemnode_records_completed`:                                       1,
+		`idemnode_raft_state`:                                              2, // leader
+		`idemnode_waits_in_progress`:                                       0,
 		`idemnode_rpc_duration_seconds_count{code="OK",method="Claim"}`:    6,
 		`idemnode_rpc_duration_seconds_count{code="OK",method="Complete"}`: 1,
 	}

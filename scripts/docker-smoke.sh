@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Smoke test of the container image and docker-compose.yml:
+#   build the static binary and a FROM scratch image (no image is pulled),
+#   start the three-node compose cluster under a project name of its own,
+#   wait for a leader, claim / complete / replay a key through it, replay
+#   through the followers, `docker kill` the leader, check the replay and a
+#   new claim through the survivors, restart the killed node and check that
+#   it caught up from its volume.
+# Everything it creates (containers, network, volumes, image, temp dir) is
+# removed on every exit path, and it only talks to the ports that its own
+# containers publish on 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+start=$SECONDS
+say() { printf '[%3ds] %s\n' "$((SECONDS - start))" "$*"; }
+die() { say "FAIL: $*" >&2; exit 1; }
+
+for tool in docker jq curl go; do
+	command -v "$tool" >/dev/null || { echo "docker-smoke.sh: $tool is required" >&2; exit 2; }
+done
+if docker compose version >/dev/null 2>&1; then
+	compose=(docker compose)
+elif command -v docker-compose >/dev/null; then
+	compose=(docker-compose)
+else
+	echo "docker-smoke.sh: neither 'docker compose' nor docker-compose is installed" >&2; exit 2
+fi
+
+# Unique names: a second run, or anything else on the engine, cannot clash.
+id="$$-$(date +%s)"
+project="idemnode-smoke-$id"
+export IDEMNODE_IMAGE="idemnode:smoke-$id"
+# Empty host ports: Docker picks free ones on 127.0.0.1 (read back with `port`).
+export IDEMNODE_NODE1_GRPC_PORT= IDEMNODE_NODE2_GRPC_PORT= IDEMNODE_NODE3_GRPC_PORT=
+export IDEMNODE_NODE1_HTTP_PORT= IDEMNODE_NODE2_HTTP_PORT= IDEMNODE_NODE3_HTTP_PORT=
+work=$(mktemp -d "/tmp/idemnode-smoke.XXXXXX")
+bin="$work/idemnode"
+dc() { "${compose[@]}" -p "$project" -f docker-compose.yml "$@"; }
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if ((rc != 0)) && [[ -e "$work/up" ]]; then
+		echo "---- last node logs ($project)" >&2
+		dc logs --no-color --tail=40 >&2 2>&1 || true
+	fi
+	if [[ -e "$work/up" ]]; then
+		dc down --volumes --remove-orphans --timeout 10 >"$work/down.log" 2>&1 || cat "$work/down.log" >&2
+	fi
+	docker image rm "$IDEMNODE_IMAGE" >/dev/null 2>&1 || true
+	rm -rf "$work"
+	say "cleaned up project $project"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+say "building binary and image $IDEMNODE_IMAGE"
+scripts/docker-image.sh "$IDEMNODE_IMAGE" "$bin"
+
+say "starting compose project $project"
+touch "$work/up" # from here on, cleanup runs `down`
+dc up -d >"$work/up.log" 2>&1 || { cat "$work/up.log" >&2; die "compose up"; }
+
+declare -A grpc http
+for n in node1 node2 node3; do
+	grpc[$n]=$(dc port "$n" 7400 | tr -d '\r')
+	http[$n]=$(dc port "$n" 7403 | tr -d '\r')
+	[[ "${grpc[$n]}" == 127.0.0.1:* && "${http[$n]}" == 127.0.0.1:* ]] ||
+		die "$n publishes '${grpc[$n]}' '${http[$n]}', expected 127.0.0.1 ports"
+done
+
+status_of() { "$bin" status --addr "${grpc[$1]}" --timeout 2s -o json 2>/dev/null; }
+
+# leader_among NODE... prints the node that reports itself leader, if any.
+leader_among() {
+	local n
+	for n in "$@"; do
+		if [[ "$(status_of "$n" | jq -r .state 2>/dev/null)" == leader ]]; then
+			echo "$n"; return 0
+		fi
+	done
+	return 1
+}
+
+# wait_leader SECONDS NODE... waits until one of NODEs leads and every one of
+# them is ready (/readyz: a leader is known and it has caught up).
+wait_leader() {
+	local limit=$1 deadline=$((SECONDS + $1)) l n ok
+	shift
+	while ((SECONDS < deadline)); do
+		if l=$(leader_among "$@"); then
+			ok=1
+			for n in "$@"; do curl -fsS -o /dev/null "http://${http[$n]}/readyz" 2>/dev/null || ok=0; done
+			if ((ok)); then echo "$l"; return 0; fi
+		fi
+		sleep 0.5
+	done
+	die "no ready leader among $* after ${limit}s"
+}
+
+say "waiting for a leader"
+leader=$(wait_leader 60 node1 node2 node3)
+say "leader is $leader (${grpc[$leader]}); members:"
+"$bin" members --addr "${grpc[$leader]}" --timeout 5s
+
+voters=$("$bin" members --addr "${grpc[$leader]}" --timeout 5s -o json | jq '[.servers[] | select(.voter)] | length')
+[[ "$voters" == 3 ]] || die "expected 3 voters, got $voters"
+metrics=$(curl -fsS "http://${http[$leader]}/metrics") || die "/metrics on $leader"
+grep -q '^# TYPE' <<<"$metrics" || die "/metrics on $leader has no metric families"
+
+key="smoke-$id"
+ids=(--tenant smoke --scope 'POST /v1/charges' --key "$key")
+printf '{"amount":100,"currency":"EUR"}' >"$work/request.json"
+printf '{"id":"ch_%s","amount":100}' "$id" >"$work/response.json"
+printf '{"amount":999}' >"$work/other.json"
+want_body=$(base64 -w0 <"$work/response.json")
+
+claim() { # claim NODE REQUEST_FILE: prints the JSON answer; exit code as the CLI's
+	"$bin" claim --addr "${grpc[$1]}" "${ids[@]}" --request-file "$2" --timeout 15s -o json
+}
+expect_replay() { # expect_replay NODE: the completed record, byte for byte
+	local out
+	out=$(claim "$1" "$work/request.json") || die "replay through $1: $out"
+	[[ "$(jq -r .outcome <<<"$out")" == completed ]] || die "replay through $1: $out"
+	[[ "$(jq -r .response.body_base64 <<<"$out")" == "$want_body" ]] || die "replay through $1 changed the body: $out"
+	[[ "$(jq -r .response.status <<<"$out")" == 201 ]] || die "replay through $1 changed the status: $out"
+}
+
+say "claim, complete, replay through the leader $leader"
+out=$(claim "$leader" "$work/request.json") || die "claim: $out"
+[[ "$(jq -r .outcome <<<"$out")" == won ]] || die "first claim did not win: $out"
+token=$(jq -r .token <<<"$out")
+out=$("$bin" complete --addr "${grpc[$leader]}" "${ids[@]}" --token "$token" --status 201 \
+	--header 'Content-Type: application/json' --body-file "$work/response.json" --timeout 15s -o json) ||
+	die "complete: $out"
+[[ "$(jq -r .outcome <<<"$out")" == ok ]] || die "complete: $out"
+expect_replay "$leader"
+
+followers=()
+for n in node1 node2 node3; do [[ "$n" == "$leader" ]] || followers+=("$n"); done
+for n in "${followers[@]}"; do
+	say "replay through follower $n (forwarded to the leader)"
+	expect_replay "$n"
+done
+if out=$(claim "${followers[0]}" "$work/other.json"); then die "a different request under the same key was accepted: $out"; fi
+[[ "$(jq -r .outcome <<<"$out")" == mismatch ]] || die "expected mismatch: $out"
+
+cid=$(dc ps -q "$leader" | tr -d '\r')
+[[ -n "$cid" ]] || die "no container for $leader"
+say "docker kill $leader ($cid)"
+docker kill "$cid" >/dev/null
+killed=$leader
+
+leader=$(wait_leader 60 "${followers[@]}")
+say "new leader is $leader"
+for n in "${followers[@]}"; do
+	say "replay through survivor $n"
+	expect_replay "$n"
+done
+out=$("$bin" claim --addr "${grpc[${followers[1]}]}" --tenant smoke --scope 'POST /v1/charges' \
+	--key "$key-after" --fingerprint 02 --timeout 15s -o json) || die "claim after failover: $out"
+[[ "$(jq -r .outcome <<<"$out")" == won ]] || die "a new key after failover did not win: $out"
+
+say "restarting $killed from its volume"
+dc start "$killed" >"$work/start.log" 2>&1 || { cat "$work/start.log" >&2; die "start $killed"; }
+# Its published port may change on restart.
+grpc[$killed]=$(dc port "$killed" 7400 | tr -d '\r')
+http[$killed]=$(dc port "$killed" 7403 | tr -d '\r')
+wait_leader 60 node1 node2 node3 >/dev/null
+out=$("$bin" get --addr "${grpc[$killed]}" "${ids[@]}" --consistency stale --timeout 5s -o json) ||
+	die "stale get on $killed: $out"
+[[ "$(jq -r .record.state <<<"$out" | tr '[:upper:]' '[:lower:]')" == completed ]] || die "$killed did not catch up: $out"
+expect_replay "$killed"
+
+say "PASS: docker smoke test (image, compose cluster, failover, restart)"

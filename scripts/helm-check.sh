@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Checks the Helm chart in charts/idemnode:
+#   installs helm with `go install` (the only registry here is the Go module
+#   proxy; the build takes a few minutes once and is cached in GOBIN or
+#   $(go env GOPATH)/bin), runs helm lint, renders 3 and 5 replicas with TLS
+#   off and on, checks that an even replica count and half-configured TLS
+#   are refused, then runs the Go chart test (strict decoding into
+#   k8s.io/api types and the chart's promises; charts/chart_test.go).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+helm_module=helm.sh/helm/v3/cmd/helm
+helm_version=v3.22.0
+# helm template assumes Kubernetes v1.20 unless told; the chart needs >= 1.30.
+kube_version=1.31.0
+chart=charts/idemnode
+
+bindir=$(go env GOBIN)
+if [[ -z "$bindir" ]]; then
+	gopath=$(go env GOPATH)
+	bindir="${gopath%%:*}/bin"
+fi
+helm="$bindir/helm"
+# A go-installed helm reports its minor version only (e.g. v3.22).
+if [[ -x "$helm" ]] && [[ "$("$helm" version --template '{{.Version}}' 2>/dev/null)" == "${helm_version%.*}"* ]]; then
+	echo "helm $("$helm" version --template '{{.Version}}') cached at $helm"
+else
+	echo "installing helm $helm_version with go install (a few minutes, once)"
+	start=$SECONDS
+	go install "$helm_module@$helm_version"
+	echo "helm installed at $helm in $((SECONDS - start))s"
+fi
+# The Go test looks on PATH first.
+export PATH="$bindir:$PATH"
+
+tls_on=(--set tls.enabled=true --set tls.secretName=idemnode-tls --set tls.clientCA.enabled=true
+	--set gossipEncryption.enabled=true --set gossipEncryption.secretName=idemnode-gossip)
+
+echo "== helm lint"
+helm lint --strict --kube-version "$kube_version" "$chart"
+helm lint --strict --kube-version "$kube_version" "$chart" --set replicas=5 "${tls_on[@]}" --set serviceMonitor.enabled=true
+
+out=$(mktemp -d /tmp/idemnode-helm.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+
+echo "== helm template"
+for replicas in 3 5; do
+	for tls in off on; do
+		args=(--set "replicas=$replicas")
+		[[ "$tls" == on ]] && args+=("${tls_on[@]}")
+		f="$out/r$replicas-tls-$tls.yaml"
+		helm template idemnode "$chart" --namespace idemnode --kube-version "$kube_version" "${args[@]}" >"$f"
+		kinds=$(grep -E '^kind: ' "$f" | sed 's/kind: //' | sort | uniq -c | awk '{printf "%s %s, ", $1, $2}')
+		grep -q "IDEMNODE_BOOTSTRAP_EXPECT: \"$replicas\"" "$f" ||
+			{ echo "replicas=$replicas tls=$tls: bootstrap-expect is not $replicas" >&2; exit 1; }
+		if [[ "$tls" == on ]]; then
+			grep -q -- '--tls-cert=/etc/idemnode/tls/tls.crt' "$f" && grep -q 'defaultMode: 0400' "$f" ||
+				{ echo "replicas=$replicas tls=on: TLS flags or 0400 Secret mount missing" >&2; exit 1; }
+		elif grep -q -- '--tls-' "$f"; then
+			echo "replicas=$replicas tls=off: TLS flags rendered" >&2; exit 1
+		fi
+		echo "replicas=$replicas tls=$tls: ${kinds%, }"
+	done
+done
+
+echo "== refused configurations"
+refuse() { # refuse WANT ARGS...: the render must fail and say WANT
+	local want=$1 err
+	shift
+	if err=$(helm template idemnode "$chart" --kube-version "$kube_version" "$@" 2>&1 >/dev/null); then
+		echo "rendered, but must fail: $*" >&2; exit 1
+	fi
+	grep -qF -- "$want" <<<"$err" || { echo "failed without saying '$want': $*: $err" >&2; exit 1; }
+	echo "refused ($want): $*"
+}
+refuse "replicas must be odd" --set replicas=4
+refuse "tls.secretName is empty" --set tls.enabled=true
+refuse "tls.enabled is false" --set tls.secretName=idemnode-tls
+refuse "lower than replicas" --set replicas=5 --set bootstrapExpect=3
+
+echo "== go test ./charts"
+go test -count=1 ./charts/
