@@ -197,7 +197,13 @@ func TestLeaderCrashKeepsAcknowledgedCompletions(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(500 * time.Millisecond) // let the load run before the crash
+	// Crash only once the load is well under way.
+	testcluster.Eventually(t, 30*time.Second, "load running", func() error {
+		if n := countAcked(&acked); n < 100 {
+			return fmt.Errorf("%d completions acknowledged", n)
+		}
+		return nil
+	})
 	leader := c.WaitLeader(10 * time.Second)
 	crashed.Store(true)
 	c.Crash(leader)
@@ -220,6 +226,12 @@ func TestLeaderCrashKeepsAcknowledgedCompletions(t *testing.T) {
 		t.Errorf("only %d completions acknowledged; the load did not run", n)
 	}
 	t.Logf("%d acknowledged completions checked on %d nodes", n, len(c.Nodes))
+}
+
+func countAcked(m *sync.Map) int {
+	n := 0
+	m.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
 func isRetryable(err error) bool {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/idemnode/idemnode/jepsen/history"
 	"github.com/idemnode/idemnode/rpc/idempb"
@@ -43,11 +44,7 @@ func fillRecord(e *history.Event, r *idempb.Record) {
 	e.RecToken = r.Token
 	e.RecState = strings.ToLower(strings.TrimPrefix(r.State.String(), "STATE_"))
 	e.Attempt = r.Attempt
-	e.LeaseExpiresAt = r.LeaseExpiresAt.AsTime().UnixNano()
-	if r.LeaseExpiresAt == nil {
-		e.LeaseExpiresAt = 0
-	}
-	e.ExpiresAt = r.ExpiresAt.AsTime().UnixNano()
+	e.LeaseExpiresAt, e.ExpiresAt = nanos(r.LeaseExpiresAt), nanos(r.ExpiresAt)
 	if r.Response != nil {
 		e.RecBody = string(r.Response.Body)
 	}
@@ -194,12 +191,18 @@ func neverSent(err error) bool {
 	return strings.Contains(msg, "Error while dialing") || strings.Contains(msg, "error reading server preface")
 }
 
-func (w *worker) api() (idempb.IdempotencyClient, error) {
+// call records invocation e, runs do against the worker's node within
+// opTimeout, and records the completion that do filled in (or the error).
+func (w *worker) call(ctx context.Context, e history.Event, do func(context.Context, idempb.IdempotencyClient, *history.Event) error) {
+	done := w.record(e)
+	var out history.Event
 	conn, err := w.node.client()
-	if err != nil {
-		return nil, err
+	if err == nil {
+		cctx, cancel := context.WithTimeout(ctx, opTimeout)
+		err = do(cctx, idempb.NewIdempotencyClient(conn), &out)
+		cancel()
 	}
-	return idempb.NewIdempotencyClient(conn), nil
+	done(out, err)
 }
 
 func (w *worker) claim(ctx context.Context, key string) *holding {
@@ -208,128 +211,97 @@ func (w *worker) claim(ctx context.Context, key string) *holding {
 	e := w.begin(history.FClaim, key)
 	e.Owner = fmt.Sprintf("p%d-op%d", w.process, e.Op)
 	e.LeaseNs, e.TTLNs = int64(lease), int64(ttl)
-	done := w.record(e)
-	api, err := w.api()
-	var resp *idempb.ClaimResponse
-	if err == nil {
-		cctx, cancel := context.WithTimeout(ctx, opTimeout)
-		resp, err = api.Claim(cctx, &idempb.ClaimRequest{Id: recordID(key), Fingerprint: fingerprint(key),
+	var won *holding
+	w.call(ctx, e, func(ctx context.Context, api idempb.IdempotencyClient, out *history.Event) error {
+		resp, err := api.Claim(ctx, &idempb.ClaimRequest{Id: recordID(key), Fingerprint: fingerprint(key),
 			Owner: e.Owner, Lease: durationpb.New(lease), Ttl: durationpb.New(ttl)})
-		cancel()
-	}
-	var out history.Event
-	if err == nil {
+		if err != nil {
+			return err
+		}
 		out.Outcome, out.RecToken, out.Attempt = outcomeName(resp.Outcome), resp.Token, resp.Attempt
-		out.LeaseExpiresAt = unixNano(resp.LeaseExpiresAt.AsTime(), resp.LeaseExpiresAt != nil)
-		out.ExpiresAt = unixNano(resp.ExpiresAt.AsTime(), resp.ExpiresAt != nil)
+		out.LeaseExpiresAt, out.ExpiresAt = nanos(resp.LeaseExpiresAt), nanos(resp.ExpiresAt)
 		if resp.Response != nil {
 			out.RecBody = string(resp.Response.Body)
 		}
-	}
-	done(out, err)
-	if err == nil && resp.Outcome == idempb.Outcome_OUTCOME_WON {
-		return &holding{key: key, owner: e.Owner, token: resp.Token, lease: lease}
-	}
-	return nil
+		if resp.Outcome == idempb.Outcome_OUTCOME_WON {
+			won = &holding{key: key, owner: e.Owner, token: resp.Token, lease: lease}
+		}
+		return nil
+	})
+	return won
 }
 
-func unixNano(t time.Time, ok bool) int64 {
-	if !ok {
+// nanos is a record time in Unix nanoseconds, 0 when absent.
+func nanos(ts *timestamppb.Timestamp) int64 {
+	if ts == nil {
 		return 0
 	}
-	return t.UnixNano()
+	return ts.AsTime().UnixNano()
+}
+
+// holderEvent is the invocation of an operation by the holder of h.
+func (w *worker) holderEvent(f string, h *holding) history.Event {
+	e := w.begin(f, h.key)
+	e.Token, e.Owner = h.token, h.owner
+	return e
 }
 
 func (w *worker) complete(ctx context.Context, h *holding) {
-	e := w.begin(history.FComplete, h.key)
-	e.Token, e.Owner = h.token, h.owner
+	e := w.holderEvent(history.FComplete, h)
 	e.Body = fmt.Sprintf(`{"by":%q,"token":%d}`, h.owner, h.token)
-	done := w.record(e)
-	api, err := w.api()
-	var resp *idempb.CompleteResponse
-	if err == nil {
-		cctx, cancel := context.WithTimeout(ctx, opTimeout)
-		resp, err = api.Complete(cctx, &idempb.CompleteRequest{Id: recordID(h.key), Token: h.token,
+	w.call(ctx, e, func(ctx context.Context, api idempb.IdempotencyClient, out *history.Event) error {
+		resp, err := api.Complete(ctx, &idempb.CompleteRequest{Id: recordID(h.key), Token: h.token,
 			Response: &idempb.Response{Status: 201, Body: []byte(e.Body)}})
-		cancel()
-	}
-	var out history.Event
-	if err == nil {
-		out.Outcome = outcomeName(resp.Outcome)
-	}
-	done(out, err)
+		if err == nil {
+			out.Outcome = outcomeName(resp.Outcome)
+		}
+		return err
+	})
 }
 
 func (w *worker) release(ctx context.Context, h *holding) {
-	e := w.begin(history.FRelease, h.key)
-	e.Token, e.Owner = h.token, h.owner
-	done := w.record(e)
-	api, err := w.api()
-	var resp *idempb.ReleaseResponse
-	if err == nil {
-		cctx, cancel := context.WithTimeout(ctx, opTimeout)
-		resp, err = api.Release(cctx, &idempb.ReleaseRequest{Id: recordID(h.key), Token: h.token})
-		cancel()
-	}
-	var out history.Event
-	if err == nil {
-		out.Outcome = outcomeName(resp.Outcome)
-	}
-	done(out, err)
+	w.call(ctx, w.holderEvent(history.FRelease, h), func(ctx context.Context, api idempb.IdempotencyClient, out *history.Event) error {
+		resp, err := api.Release(ctx, &idempb.ReleaseRequest{Id: recordID(h.key), Token: h.token})
+		if err == nil {
+			out.Outcome = outcomeName(resp.Outcome)
+		}
+		return err
+	})
 }
 
 func (w *worker) extend(ctx context.Context, h *holding) {
-	e := w.begin(history.FExtend, h.key)
-	e.Token, e.Owner, e.LeaseNs = h.token, h.owner, int64(h.lease)
-	done := w.record(e)
-	api, err := w.api()
-	var resp *idempb.ExtendResponse
-	if err == nil {
-		cctx, cancel := context.WithTimeout(ctx, opTimeout)
-		resp, err = api.Extend(cctx, &idempb.ExtendRequest{Id: recordID(h.key), Token: h.token, Lease: durationpb.New(h.lease)})
-		cancel()
-	}
-	var out history.Event
-	if err == nil {
-		out.Outcome = outcomeName(resp.Outcome)
-		out.LeaseExpiresAt = unixNano(resp.LeaseExpiresAt.AsTime(), resp.LeaseExpiresAt != nil)
-	}
-	done(out, err)
+	e := w.holderEvent(history.FExtend, h)
+	e.LeaseNs = int64(h.lease)
+	w.call(ctx, e, func(ctx context.Context, api idempb.IdempotencyClient, out *history.Event) error {
+		resp, err := api.Extend(ctx, &idempb.ExtendRequest{Id: recordID(h.key), Token: h.token, Lease: durationpb.New(h.lease)})
+		if err == nil {
+			out.Outcome, out.LeaseExpiresAt = outcomeName(resp.Outcome), nanos(resp.LeaseExpiresAt)
+		}
+		return err
+	})
 }
 
 func (w *worker) get(ctx context.Context, key string) {
-	done := w.record(w.begin(history.FGet, key))
-	api, err := w.api()
-	var resp *idempb.GetResponse
-	if err == nil {
-		cctx, cancel := context.WithTimeout(ctx, opTimeout)
-		resp, err = api.Get(cctx, &idempb.GetRequest{Id: recordID(key)})
-		cancel()
-	}
-	var out history.Event
-	if err == nil {
-		out.Outcome = outcomeName(resp.Outcome)
-		fillRecord(&out, resp.Record)
-	}
-	done(out, err)
+	w.call(ctx, w.begin(history.FGet, key), func(ctx context.Context, api idempb.IdempotencyClient, out *history.Event) error {
+		resp, err := api.Get(ctx, &idempb.GetRequest{Id: recordID(key)})
+		if err == nil {
+			out.Outcome = outcomeName(resp.Outcome)
+			fillRecord(out, resp.Record)
+		}
+		return err
+	})
 }
 
 func (w *worker) wait(ctx context.Context, key string) {
-	done := w.record(w.begin(history.FWait, key))
-	api, err := w.api()
-	var resp *idempb.WaitResponse
-	if err == nil {
-		timeout := time.Duration(100+w.rng.IntN(400)) * time.Millisecond
-		cctx, cancel := context.WithTimeout(ctx, opTimeout)
-		resp, err = api.Wait(cctx, &idempb.WaitRequest{Id: recordID(key), Timeout: durationpb.New(timeout)})
-		cancel()
-	}
-	var out history.Event
-	if err == nil {
-		out.Outcome = outcomeName(resp.Outcome)
-		fillRecord(&out, resp.Record)
-	}
-	done(out, err)
+	timeout := time.Duration(100+w.rng.IntN(400)) * time.Millisecond
+	w.call(ctx, w.begin(history.FWait, key), func(ctx context.Context, api idempb.IdempotencyClient, out *history.Event) error {
+		resp, err := api.Wait(ctx, &idempb.WaitRequest{Id: recordID(key), Timeout: durationpb.New(timeout)})
+		if err == nil {
+			out.Outcome = outcomeName(resp.Outcome)
+			fillRecord(out, resp.Record)
+		}
+		return err
+	})
 }
 
 func sleep(ctx context.Context, d time.Duration) {
