@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemnode/idemnode/client"
+	"github.com/idemnode/idemnode/internal/testutil"
 )
 
 func wantOutcome(t *testing.T, what string, got, want client.Outcome) {
@@ -126,11 +127,11 @@ func TestServerSideWait(t *testing.T) {
 
 	forWait, forClaim := newID(), newID()
 	holders := []client.ClaimResult{claim(forWait, 0), claim(forClaim, 0)}
-	var waited <-chan answer[client.WaitResult]
-	var claimed <-chan answer[client.ClaimResult]
+	var waited <-chan testutil.Answer[client.WaitResult]
+	var claimed <-chan testutil.Answer[client.ClaimResult]
 	heldOnLeader(t, shared, 2, func() {
-		waited = goCall(func() (client.WaitResult, error) { return cl.Wait(ctx, forWait, time.Minute) })
-		claimed = goCall(func() (client.ClaimResult, error) {
+		waited = testutil.Go(func() (client.WaitResult, error) { return cl.Wait(ctx, forWait, time.Minute) })
+		claimed = testutil.Go(func() (client.ClaimResult, error) {
 			return cl.Claim(ctx, forClaim, nil, client.ClaimOptions{Wait: time.Minute})
 		})
 	})
@@ -140,36 +141,36 @@ func TestServerSideWait(t *testing.T) {
 			t.Fatalf("complete = %s, %v", out, err)
 		}
 	}
-	w := await(t, "wait", waited)
-	if w.err != nil || w.v.Outcome != client.OutcomeCompleted {
-		t.Fatalf("wait = %+v, %v; want COMPLETED", w.v, w.err)
+	w := testutil.Await(t, "wait", 30*time.Second, waited)
+	if w.Err != nil || w.V.Outcome != client.OutcomeCompleted {
+		t.Fatalf("wait = %+v, %v; want COMPLETED", w.V, w.Err)
 	}
-	checkResponse(t, "wait", w.v.Record.Response, resp)
-	c := await(t, "waiting claim", claimed)
-	if c.err != nil || c.v.Outcome != client.OutcomeCompleted {
-		t.Fatalf("waiting claim = %+v, %v; want COMPLETED", c.v, c.err)
+	checkResponse(t, "wait", w.V.Record.Response, resp)
+	c := testutil.Await(t, "waiting claim", 30*time.Second, claimed)
+	if c.Err != nil || c.V.Outcome != client.OutcomeCompleted {
+		t.Fatalf("waiting claim = %+v, %v; want COMPLETED", c.V, c.Err)
 	}
-	checkResponse(t, "waiting claim", c.v.Response, resp)
+	checkResponse(t, "waiting claim", c.V.Response, resp)
 
 	released := newID()
 	holder := claim(released, 0)
 	heldOnLeader(t, shared, 1, func() {
-		claimed = goCall(func() (client.ClaimResult, error) {
+		claimed = testutil.Go(func() (client.ClaimResult, error) {
 			return cl.Claim(ctx, released, nil, client.ClaimOptions{Wait: time.Minute})
 		})
 	})
 	if out, err := cl.Release(ctx, released, holder.Token); err != nil || out != client.OutcomeOK {
 		t.Fatalf("release = %s, %v", out, err)
 	}
-	c = await(t, "waiting claim", claimed)
-	if c.err != nil || c.v.Outcome != client.OutcomeWon || c.v.Token <= holder.Token {
-		t.Fatalf("waiting claim after release = %+v, %v; want WON with a newer token", c.v, c.err)
+	c = testutil.Await(t, "waiting claim", 30*time.Second, claimed)
+	if c.Err != nil || c.V.Outcome != client.OutcomeWon || c.V.Token <= holder.Token {
+		t.Fatalf("waiting claim after release = %+v, %v; want WON with a newer token", c.V, c.Err)
 	}
 
 	start := time.Now()
-	w = await(t, "short wait", goCall(func() (client.WaitResult, error) { return cl.Wait(ctx, released, 200*time.Millisecond) }))
-	if w.err != nil || w.v.Outcome != client.OutcomeInProgress || time.Since(start) < 200*time.Millisecond {
-		t.Errorf("wait that timed out = %+v, %v after %s; want IN_PROGRESS after 200ms", w.v, w.err, time.Since(start))
+	w = testutil.Await(t, "short wait", 30*time.Second, testutil.Go(func() (client.WaitResult, error) { return cl.Wait(ctx, released, 200*time.Millisecond) }))
+	if w.Err != nil || w.V.Outcome != client.OutcomeInProgress || time.Since(start) < 200*time.Millisecond {
+		t.Errorf("wait that timed out = %+v, %v after %s; want IN_PROGRESS after 200ms", w.V, w.Err, time.Since(start))
 	}
 }
 

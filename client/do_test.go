@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/idemnode/idemnode/client"
+	"github.com/idemnode/idemnode/internal/testutil"
 )
 
 // counted returns fn that counts its runs and answers resp, err.
@@ -136,7 +137,7 @@ func TestDoWaitsForInFlight(t *testing.T) {
 	ctx := testCtx(t)
 	id, runs := newID(), &atomic.Int64{}
 	started, finish := make(chan struct{}), make(chan struct{})
-	first := goCall(func() (client.Result, error) {
+	first := testutil.Go(func() (client.Result, error) {
 		return cl.Do(ctx, id, nil, func(context.Context) (client.Response, error) {
 			runs.Add(1)
 			close(started)
@@ -145,9 +146,9 @@ func TestDoWaitsForInFlight(t *testing.T) {
 		})
 	})
 	<-started
-	var second <-chan answer[client.Result]
+	var second <-chan testutil.Answer[client.Result]
 	heldOnLeader(t, shared, 1, func() {
-		second = goCall(func() (client.Result, error) { return cl.Do(ctx, id, nil, counted(runs, client.Response{}, nil)) })
+		second = testutil.Go(func() (client.Result, error) { return cl.Do(ctx, id, nil, counted(runs, client.Response{}, nil)) })
 	})
 	short, err := cl.Do(ctx, id, nil, counted(runs, client.Response{}, nil), client.WithWait(100*time.Millisecond))
 	var inProgress *client.InProgressError
@@ -155,12 +156,12 @@ func TestDoWaitsForInFlight(t *testing.T) {
 		t.Errorf("do with a 100ms wait = %+v, %v; want an *InProgressError", short, err)
 	}
 	close(finish)
-	if a := await(t, "first do", first); a.err != nil || !a.v.Executed {
-		t.Fatalf("first do = %+v, %v", a.v, a.err)
+	if a := testutil.Await(t, "first do", 30*time.Second, first); a.Err != nil || !a.V.Executed {
+		t.Fatalf("first do = %+v, %v", a.V, a.Err)
 	}
-	a := await(t, "waiting do", second)
-	if a.err != nil || !a.v.Replayed || string(a.v.Response.Body) != "first" {
-		t.Errorf("waiting do = %+v, %v; want the first response replayed", a.v, a.err)
+	a := testutil.Await(t, "waiting do", 30*time.Second, second)
+	if a.Err != nil || !a.V.Replayed || string(a.V.Response.Body) != "first" {
+		t.Errorf("waiting do = %+v, %v; want the first response replayed", a.V, a.Err)
 	}
 	if runs.Load() != 1 {
 		t.Errorf("function ran %d times, want 1", runs.Load())

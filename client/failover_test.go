@@ -152,11 +152,11 @@ func TestWaitAcrossLeaderChange(t *testing.T) {
 		}
 		holders = append(holders, h)
 	}
-	var waited <-chan answer[client.WaitResult]
-	var claimed <-chan answer[client.ClaimResult]
+	var waited <-chan testutil.Answer[client.WaitResult]
+	var claimed <-chan testutil.Answer[client.ClaimResult]
 	heldOnLeader(t, c, 2, func() {
-		waited = goCall(func() (client.WaitResult, error) { return cl.Wait(ctx, forWait, time.Minute) })
-		claimed = goCall(func() (client.ClaimResult, error) {
+		waited = testutil.Go(func() (client.WaitResult, error) { return cl.Wait(ctx, forWait, time.Minute) })
+		claimed = testutil.Go(func() (client.ClaimResult, error) {
 			return cl.Claim(ctx, forClaim, nil, client.ClaimOptions{Wait: time.Minute})
 		})
 	})
@@ -177,11 +177,11 @@ func TestWaitAcrossLeaderChange(t *testing.T) {
 			t.Fatalf("complete = %s, %v", out, err)
 		}
 	}
-	if w := await(t, "wait", waited); w.err != nil || w.v.Outcome != client.OutcomeCompleted {
-		t.Errorf("wait across the leader change = %+v, %v; want COMPLETED", w.v, w.err)
+	if w := testutil.Await(t, "wait", 30*time.Second, waited); w.Err != nil || w.V.Outcome != client.OutcomeCompleted {
+		t.Errorf("wait across the leader change = %+v, %v; want COMPLETED", w.V, w.Err)
 	}
-	if a := await(t, "waiting claim", claimed); a.err != nil || a.v.Outcome != client.OutcomeCompleted || string(a.v.Response.Body) != "done" {
-		t.Errorf("waiting claim across the leader change = %+v, %v; want COMPLETED", a.v, a.err)
+	if a := testutil.Await(t, "waiting claim", 30*time.Second, claimed); a.Err != nil || a.V.Outcome != client.OutcomeCompleted || string(a.V.Response.Body) != "done" {
+		t.Errorf("waiting claim across the leader change = %+v, %v; want COMPLETED", a.V, a.Err)
 	}
 	if leadershipLost.Load() < 2 {
 		t.Errorf("%d LEADERSHIP_LOST answers seen, want the old leader to end both waits", leadershipLost.Load())

@@ -71,29 +71,3 @@ func heldOnLeader(t testing.TB, c *testcluster.Cluster, n int, start func()) {
 	start()
 	testutil.WaitFor(t, 10*time.Second, "waiters held on the leader", func() bool { return m.Waiting() >= base+n })
 }
-
-type answer[T any] struct {
-	v   T
-	err error
-}
-
-func goCall[T any](call func() (T, error)) <-chan answer[T] {
-	ch := make(chan answer[T], 1)
-	go func() {
-		v, err := call()
-		ch <- answer[T]{v, err}
-	}()
-	return ch
-}
-
-// await returns the answer or fails the test after 30s.
-func await[T any](t testing.TB, what string, ch <-chan answer[T]) answer[T] {
-	t.Helper()
-	select {
-	case a := <-ch:
-		return a
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s: no answer within 30s", what)
-	}
-	return answer[T]{}
-}

@@ -16,33 +16,6 @@ import (
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
-type answer[T any] struct {
-	v   T
-	err error
-}
-
-func goCall[T any](call func() (T, error)) <-chan answer[T] {
-	ch := make(chan answer[T], 1)
-	go func() {
-		v, err := call()
-		ch <- answer[T]{v, err}
-	}()
-	return ch
-}
-
-// await returns the answer, failing when it does not come within 20s (every
-// wait in these tests asks for a minute, so an answer within 20s was woken).
-func await[T any](t *testing.T, what string, ch <-chan answer[T]) answer[T] {
-	t.Helper()
-	select {
-	case a := <-ch:
-		return a
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s: no answer within 20s", what)
-	}
-	return answer[T]{}
-}
-
 func checkLeadershipLost(t *testing.T, what string, err error) {
 	t.Helper()
 	st, _ := status.FromError(err)
@@ -86,13 +59,13 @@ func TestWaitEndsOnLeaderChange(t *testing.T) {
 	}
 
 	minute := durationpb.New(time.Minute)
-	claimed := goCall(func() (*idempb.ClaimResponse, error) {
+	claimed := testutil.Go(func() (*idempb.ClaimResponse, error) {
 		return leader.Client().Claim(ctx, &idempb.ClaimRequest{Id: id("claim"), Owner: "waiter", Wait: minute})
 	})
-	waited := goCall(func() (*idempb.WaitResponse, error) {
+	waited := testutil.Go(func() (*idempb.WaitResponse, error) {
 		return leader.Client().Wait(ctx, &idempb.WaitRequest{Id: id("wait"), Timeout: minute})
 	})
-	forwarded := goCall(func() (*idempb.WaitResponse, error) {
+	forwarded := testutil.Go(func() (*idempb.WaitResponse, error) {
 		return follower.Client().Wait(ctx, &idempb.WaitRequest{Id: id("forwarded"), Timeout: minute})
 	})
 	machine := leader.Node().Machine()
@@ -101,10 +74,10 @@ func TestWaitEndsOnLeaderChange(t *testing.T) {
 	if _, err := leader.Admin().TransferLeadership(ctx, &idempb.TransferLeadershipRequest{}); err != nil {
 		t.Fatalf("transfer leadership: %v", err)
 	}
-	a := await(t, "waiting claim on the old leader", claimed)
-	checkLeadershipLost(t, "waiting claim on the old leader", a.err)
-	b := await(t, "wait on the old leader", waited)
-	checkLeadershipLost(t, "wait on the old leader", b.err)
+	a := testutil.Await(t, "waiting claim on the old leader", 20*time.Second, claimed)
+	checkLeadershipLost(t, "waiting claim on the old leader", a.Err)
+	b := testutil.Await(t, "wait on the old leader", 20*time.Second, waited)
+	checkLeadershipLost(t, "wait on the old leader", b.Err)
 
 	newLeader := c.WaitLeader(30 * time.Second)
 	if newLeader == leader {
@@ -120,8 +93,8 @@ func TestWaitEndsOnLeaderChange(t *testing.T) {
 	if err != nil || out.GetOutcome() != idempb.Outcome_OUTCOME_OK {
 		t.Fatalf("complete forwarded = %v, %v", out, err)
 	}
-	f := await(t, "forwarded wait", forwarded)
-	if f.err != nil || f.v.GetOutcome() != idempb.Outcome_OUTCOME_COMPLETED || string(f.v.GetRecord().GetResponse().GetBody()) != "done" {
-		t.Errorf("forwarded wait = %v, %v; want COMPLETED with the response", f.v, f.err)
+	f := testutil.Await(t, "forwarded wait", 20*time.Second, forwarded)
+	if f.Err != nil || f.V.GetOutcome() != idempb.Outcome_OUTCOME_COMPLETED || string(f.V.GetRecord().GetResponse().GetBody()) != "done" {
+		t.Errorf("forwarded wait = %v, %v; want COMPLETED with the response", f.V, f.Err)
 	}
 }

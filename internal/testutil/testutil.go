@@ -39,3 +39,31 @@ func FreeAddr(t testing.TB) string {
 	}
 	return addr
 }
+
+// Answer is the result of a call run by Go.
+type Answer[T any] struct {
+	V   T
+	Err error
+}
+
+// Go runs call in a goroutine and delivers its answer on the channel.
+func Go[T any](call func() (T, error)) <-chan Answer[T] {
+	ch := make(chan Answer[T], 1)
+	go func() {
+		v, err := call()
+		ch <- Answer[T]{v, err}
+	}()
+	return ch
+}
+
+// Await returns the answer, failing t when none comes within timeout.
+func Await[T any](t testing.TB, what string, timeout time.Duration, ch <-chan Answer[T]) Answer[T] {
+	t.Helper()
+	select {
+	case a := <-ch:
+		return a
+	case <-time.After(timeout):
+		t.Fatalf("%s: no answer within %s", what, timeout)
+	}
+	return Answer[T]{}
+}
