@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
@@ -33,6 +34,8 @@ func isForwarded(ctx context.Context) bool {
 // leave from the node's own IP (see the loopback trap in DESIGN.md §7).
 type forwarder struct {
 	dialer net.Dialer
+	// creds secure connections to other nodes; nil means plaintext.
+	creds credentials.TransportCredentials
 
 	// mu guards conns.
 	mu    sync.Mutex
@@ -45,9 +48,12 @@ func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := f.conns[addr]; ok {
 		return c, nil
 	}
-	dialer := f.dialer
+	dialer, creds := f.dialer, f.creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
 	c, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
 			return dialer.DialContext(ctx, "tcp", a)
 		}),

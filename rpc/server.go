@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -71,6 +72,12 @@ type Option func(*Server)
 // node's own address, so partitions by address cut forwarding too.
 func WithForwardSource(ip net.IP) Option {
 	return func(s *Server) { s.fwd.dialer = cluster.BoundDialer(&net.TCPAddr{IP: ip}) }
+}
+
+// WithPeerCredentials secures the connections this node opens to other
+// nodes (forwarding) with creds, e.g. mutual TLS with the cluster CA.
+func WithPeerCredentials(creds credentials.TransportCredentials) Option {
+	return func(s *Server) { s.fwd.creds = creds }
 }
 
 // NewServer returns a server over backend.
