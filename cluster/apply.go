@@ -14,28 +14,6 @@ import (
 // defaultApplyTimeout bounds a command whose context has no deadline.
 const defaultApplyTimeout = 10 * time.Second
 
-// Apply proposes c through Raft and returns the state machine's result once
-// it is committed and applied. Only the leader proposes: it stamps Now with
-// its own clock here, so a follower never stamps a command (it forwards the
-// request instead). On ErrLeadershipLost or ErrTimeout the command may still
-// be applied; every command is safe to retry (claims with the same owner,
-// completes with the same token and response).
-func (n *Node) Apply(ctx context.Context, c *fsm.Command) (fsm.Result, error) {
-	if n.raft.State() != raft.Leader {
-		return fsm.Result{}, ErrNotLeader
-	}
-	stamp(c, n.now())
-	f := n.raft.Apply(fsm.EncodeCommand(c), timeoutOf(ctx))
-	if err := f.Error(); err != nil {
-		return fsm.Result{}, translate(err)
-	}
-	res, ok := f.Response().(fsm.Result)
-	if !ok {
-		return fsm.Result{}, fmt.Errorf("apply %s: unexpected state machine response %T", c.Type, f.Response())
-	}
-	return res, nil
-}
-
 // stamp sets the proposal time on c and, for a batch, on every command in it.
 func stamp(c *fsm.Command, now int64) {
 	c.Now = now

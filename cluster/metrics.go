@@ -15,6 +15,7 @@ type metrics struct {
 	expired       prometheus.Counter
 	applyBatch    prometheus.Histogram
 	snapshot      prometheus.Histogram
+	proposalSize  prometheus.Histogram
 }
 
 // registerMetrics registers the node's series with reg (nil: none).
@@ -28,13 +29,15 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 			Help: "Log entries the state machine applied per batch.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 		snapshot: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "idemnode_snapshot_persist_seconds",
 			Help: "Time to write a Raft snapshot of the state machine.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+		proposalSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "idemnode_proposal_commands",
+			Help: "Commands the leader proposed together in one log entry (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
 	}
 	n.metrics = m
 	if reg == nil {
 		return
 	}
 	gauges := []prometheus.Collector{
-		m.leaderChanges, m.expired, m.applyBatch, m.snapshot,
+		m.leaderChanges, m.expired, m.applyBatch, m.snapshot, m.proposalSize,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_raft_state",
 			Help: "Raft state: 0 follower, 1 candidate, 2 leader, 3 shutdown."},
 			func() float64 { return float64(n.raft.State()) }),

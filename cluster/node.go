@@ -36,6 +36,8 @@ type Node struct {
 	leaderNotify chan bool
 	leader       leaderState
 	metrics      *metrics
+	// commits is the group-commit queue every write goes through.
+	commits *committer
 
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -53,7 +55,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), fsm: newTrackedFSM(),
-		leaderNotify: make(chan bool, 16), stop: make(chan struct{})}
+		leaderNotify: make(chan bool, 16), commits: newCommitter(), stop: make(chan struct{})}
 	n.registerMetrics(cfg.Metrics)
 	n.fsm.batchSizes, n.fsm.snapshotTimes = n.metrics.applyBatch, n.metrics.snapshot
 	existing, err := n.openRaft()
@@ -61,9 +63,10 @@ func Open(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.watchLeadership()
 	go n.runExpiry()
+	go n.runCommitter()
 	if cfg.GossipAddr != "" {
 		if err := n.startMembership(existing); err != nil {
 			n.Close()

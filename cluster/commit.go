@@ -1,0 +1,194 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/idemnode/idemnode/fsm"
+)
+
+// Group commit. Every write a leader accepts goes through one queue; a
+// single goroutine turns what is queued into one log entry (a Batch when
+// there is more than one command) whenever a proposal slot is free. With
+// maxInFlight slots busy, new commands wait in the queue and ride together
+// in the next entry: at low load a command is proposed at once (no linger),
+// under load one Raft entry, one fsync and one replication round carry many
+// commands. Each caller gets its own command's result.
+
+const (
+	// maxInFlight bounds the entries proposed and not yet applied. Two lets
+	// the next batch fill while the previous one is being replicated,
+	// without splitting the queue into many small entries.
+	maxInFlight = 2
+	// maxBatchCommands and maxBatchBytes bound one entry, so a burst of
+	// large responses does not become one huge log entry.
+	maxBatchCommands = 1024
+	maxBatchBytes    = 4 << 20
+	// queueDepth is how many commands may wait for a slot before callers
+	// block on the queue itself.
+	queueDepth = 8192
+)
+
+// proposal is one caller's command and where its result goes.
+type proposal struct {
+	ctx  context.Context
+	cmd  *fsm.Command
+	done chan outcome
+}
+
+type outcome struct {
+	res fsm.Result
+	err error
+}
+
+// committer owns the queue and the proposal slots of a node.
+type committer struct {
+	queue chan *proposal
+	slots chan struct{}
+}
+
+func newCommitter() *committer {
+	return &committer{queue: make(chan *proposal, queueDepth), slots: make(chan struct{}, maxInFlight)}
+}
+
+// Apply proposes c through Raft and returns the state machine's result once
+// it is committed and applied. Only the leader proposes: it stamps Now with
+// its own clock when it proposes the entry, so a follower never stamps a
+// command (it forwards the request instead). On ErrLeadershipLost or
+// ErrTimeout the command may still be applied; every command is safe to
+// retry (claims with the same owner, completes with the same token and
+// response).
+func (n *Node) Apply(ctx context.Context, c *fsm.Command) (fsm.Result, error) {
+	if n.raft.State() != raft.Leader {
+		return fsm.Result{}, ErrNotLeader
+	}
+	p := &proposal{ctx: ctx, cmd: c, done: make(chan outcome, 1)}
+	select {
+	case n.commits.queue <- p:
+	case <-ctx.Done():
+		return fsm.Result{}, ctx.Err()
+	case <-n.stop:
+		return fsm.Result{}, ErrShutdown
+	}
+	select {
+	case o := <-p.done:
+		return o.res, o.err
+	case <-ctx.Done():
+		// Proposed or not, the caller stops waiting; a proposed command
+		// may still be applied, which is why commands are idempotent.
+		return fsm.Result{}, fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+	case <-n.stop:
+		return fsm.Result{}, ErrShutdown
+	}
+}
+
+// runCommitter takes a slot, gathers everything queued into one entry and
+// proposes it, until the node stops.
+func (n *Node) runCommitter() {
+	defer n.wg.Done()
+	for {
+		var first *proposal
+		select {
+		case first = <-n.commits.queue:
+		case <-n.stop:
+			return
+		}
+		select {
+		case n.commits.slots <- struct{}{}:
+		case <-n.stop:
+			first.done <- outcome{err: ErrShutdown}
+			return
+		}
+		batch := n.gather(first)
+		if len(batch) == 0 {
+			<-n.commits.slots
+			continue
+		}
+		n.propose(batch)
+	}
+}
+
+// gather drains the queue into one batch, dropping callers that gave up
+// before their command was proposed.
+func (n *Node) gather(first *proposal) []*proposal {
+	batch := make([]*proposal, 0, 16)
+	size := 0
+	add := func(p *proposal) {
+		if err := p.ctx.Err(); err != nil {
+			p.done <- outcome{err: err}
+			return
+		}
+		batch = append(batch, p)
+		size += approxSize(p.cmd)
+	}
+	add(first)
+	for len(batch) < maxBatchCommands && size < maxBatchBytes {
+		select {
+		case p := <-n.commits.queue:
+			add(p)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// propose appends batch as one entry and hands its results out when it is
+// applied; the slot is freed then.
+func (n *Node) propose(batch []*proposal) {
+	entry := batch[0].cmd
+	if len(batch) > 1 {
+		entry = &fsm.Command{Type: fsm.TypeBatch, Batch: make([]*fsm.Command, len(batch))}
+		for i, p := range batch {
+			entry.Batch[i] = p.cmd
+		}
+	}
+	stamp(entry, n.now())
+	n.metrics.proposalSize.Observe(float64(len(batch)))
+	f := n.raft.Apply(fsm.EncodeCommand(entry), defaultApplyTimeout)
+	go func() {
+		defer func() { <-n.commits.slots }()
+		deliver(batch, f)
+	}()
+}
+
+// deliver waits for the entry and gives each caller its own result.
+func deliver(batch []*proposal, f raft.ApplyFuture) {
+	if err := f.Error(); err != nil {
+		err = translate(err)
+		for _, p := range batch {
+			p.done <- outcome{err: err}
+		}
+		return
+	}
+	res, ok := f.Response().(fsm.Result)
+	if !ok {
+		err := fmt.Errorf("apply: unexpected state machine response %T", f.Response())
+		for _, p := range batch {
+			p.done <- outcome{err: err}
+		}
+		return
+	}
+	if len(batch) == 1 {
+		batch[0].done <- outcome{res: res}
+		return
+	}
+	for i, p := range batch {
+		p.done <- outcome{res: res.Batch[i]}
+	}
+}
+
+// approxSize is a cheap upper-bound estimate of a command's encoded size,
+// dominated by the response it may carry.
+func approxSize(c *fsm.Command) int {
+	size := 64 + len(c.Key.Tenant) + len(c.Key.Scope) + len(c.Key.Key) + len(c.Fingerprint) + len(c.Owner)
+	if r := c.Response; r != nil {
+		size += len(r.Body)
+		for _, h := range r.Headers {
+			size += len(h.Name) + len(h.Value) + 4
+		}
+	}
+	return size
+}
