@@ -109,8 +109,9 @@ func (n *Node) establishTerm() {
 
 // LinearizableBarrier returns once the local state machine reflects every
 // write committed before the call: the node confirms with a quorum that it
-// is still leader, then waits until it has applied the commit index it saw
-// at the start. A follower gets ErrNotLeader and must forward the read.
+// is still leader (one confirmation shared by concurrent reads, see
+// confirmer), then waits until it has applied the commit index it saw at
+// the start. A follower gets ErrNotLeader and must forward the read.
 func (n *Node) LinearizableBarrier(ctx context.Context) error {
 	if n.raft.State() != raft.Leader {
 		return ErrNotLeader
@@ -120,8 +121,8 @@ func (n *Node) LinearizableBarrier(ctx context.Context) error {
 		return err
 	}
 	readIndex := max(n.raft.CommitIndex(), ts.index)
-	if err := n.raft.VerifyLeader().Error(); err != nil {
-		return translate(err)
+	if err := n.reads.wait(ctx); err != nil {
+		return err
 	}
 	return n.fsm.waitApplied(ctx, readIndex)
 }

@@ -38,6 +38,8 @@ type Node struct {
 	metrics      *metrics
 	// commits is the group-commit queue every write goes through.
 	commits *committer
+	// reads shares leadership confirmations among concurrent reads.
+	reads confirmer
 
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -57,6 +59,7 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), fsm: newTrackedFSM(),
 		leaderNotify: make(chan bool, 16), commits: newCommitter(), stop: make(chan struct{})}
 	n.registerMetrics(cfg.Metrics)
+	n.reads.confirm = n.verifyLeader
 	n.fsm.batchSizes, n.fsm.snapshotTimes = n.metrics.applyBatch, n.metrics.snapshot
 	existing, err := n.openRaft()
 	if err != nil {
@@ -152,6 +155,14 @@ func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
 	rc.LeaderLeaseTimeout = 500 * time.Millisecond
 	rc.CommitTimeout = 20 * time.Millisecond
 	return rc
+}
+
+// verifyLeader confirms with a quorum that this node is still leader.
+func (n *Node) verifyLeader() error {
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return translate(err)
+	}
+	return nil
 }
 
 // now is the wall clock this node stamps into the commands it proposes.
