@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# Benchmarks idemnode against etcd on this machine, in one invocation:
+# a fresh local 3-node idemnode cluster per (mode, clients) run, driven by
+# cmd/idembench, then etcd driven by bench-peers' run-etcd.sh with the same
+# workload and settings, then a markdown table of the ratios.
+#
+#   scripts/bench.sh                                           # 3 modes x 64, 16 clients, ~10 min with etcd
+#   MODES=claim CLIENTS_LIST=64 DURATION=10s WARMUP=3s scripts/bench.sh
+#   BENCH_ONLY=idemnode scripts/bench.sh                       # skip etcd
+#
+# Env: MODES ("claim claim+complete race"), CLIENTS_LIST ("64 16"), DURATION (20s),
+#      WARMUP (5s), RESULTS_DIR (bench-results/<UTC stamp>), BENCH_ONLY (idemnode),
+#      BENCH_PEERS ($REPO/../shared/bench-peers), NODE_IPS ("127.0.0.11 127.0.0.12 127.0.0.13"),
+#      IDEMBENCH_ARGS (extra idembench flags, e.g. "-conns 4").
+# Results: idemnode.jsonl, etcd.jsonl, table.md and env.txt in RESULTS_DIR. The
+# script stops exactly the processes it started, on every exit path, and
+# removes its data dirs. Exit 1 if a run failed or saw a race violation.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+export PATH="/usr/local/go/bin:$PATH"
+
+MODES=${MODES:-"claim claim+complete race"}
+CLIENTS_LIST=${CLIENTS_LIST:-"64 16"}
+DURATION=${DURATION:-20s}
+WARMUP=${WARMUP:-5s}
+RESULTS_DIR=${RESULTS_DIR:-$REPO/bench-results/$(date -u +%Y%m%dT%H%M%SZ)}
+BENCH_ONLY=${BENCH_ONLY:-}
+BENCH_PEERS=${BENCH_PEERS:-$REPO/../shared/bench-peers}
+read -r -a IPS <<<"${NODE_IPS:-127.0.0.11 127.0.0.12 127.0.0.13}"
+read -r -a EXTRA <<<"${IDEMBENCH_ARGS:-}"
+PORTS=(7400 7401 7402 7403) # gRPC, Raft, gossip, HTTP on every node's IP
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { echo "bench.sh: $*" >&2; exit 2; }
+
+for m in $MODES; do
+	case $m in claim | claim+complete | race) ;; *) die "MODES: unknown mode '$m' (claim, claim+complete, race)" ;; esac
+done
+for c in $CLIENTS_LIST; do [[ $c =~ ^[1-9][0-9]*$ ]] || die "CLIENTS_LIST: '$c' is not a client count"; done
+[[ -z $BENCH_ONLY || $BENCH_ONLY == idemnode ]] || die "BENCH_ONLY must be empty or idemnode, got '$BENCH_ONLY'"
+((${#IPS[@]} == 3)) || die "NODE_IPS must name 3 addresses, got '${IPS[*]}'"
+
+# port_free IP PORT: true when nothing accepts TCP connections there.
+port_free() { ! (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+for ip in "${IPS[@]}"; do
+	for p in "${PORTS[@]}"; do
+		port_free "$ip" "$p" || { echo "bench.sh: $ip:$p is already in use (a cluster.sh cluster? set NODE_IPS)" >&2; exit 1; }
+	done
+done
+
+# Processes this script started: the nodes of the current cluster, the
+# running idembench, and run-etcd.sh. cleanup stops exactly these.
+NODE_PIDS=()
+BENCH_PID=
+PEER_PID=
+WORK=$(mktemp -d /tmp/idembench.XXXXXX)
+
+# stop_pid PID SECONDS: TERM, wait, then KILL.
+stop_pid() {
+	local pid=$1 i
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < $2 * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		log "pid $pid did not stop on TERM in $2 s, sending KILL"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+}
+
+stop_nodes() {
+	local pid
+	# TERM all first, so the nodes leave together rather than one per 10 s.
+	for pid in "${NODE_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for pid in "${NODE_PIDS[@]}"; do stop_pid "$pid" 10; done
+	NODE_PIDS=()
+}
+
+cleanup() {
+	if [[ -n $BENCH_PID ]]; then stop_pid "$BENCH_PID" 10; fi
+	# run-etcd.sh stops its own etcd on TERM, after its current load run;
+	# killing it sooner would orphan them, so it gets time.
+	if [[ -n $PEER_PID ]]; then
+		log "waiting for run-etcd.sh ($PEER_PID) to stop its etcd"
+		stop_pid "$PEER_PID" 120
+	fi
+	stop_nodes
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+log "building idemnode and idembench into $WORK/bin"
+(cd "$REPO" && go build -o "$WORK/bin/idemnode" ./cmd/idemnode && go build -o "$WORK/bin/idembench" ./cmd/idembench)
+mkdir -p "$RESULTS_DIR"
+{
+	echo "date: $(date -u +%FT%TZ)"
+	echo "commit: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$REPO" diff --quiet 2>/dev/null || echo ' (dirty)')"
+	echo "go: $(go version)"
+	echo "cpus: $(nproc)"
+	echo "kernel: $(uname -r)"
+	echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "settings: MODES='$MODES' CLIENTS_LIST='$CLIENTS_LIST' DURATION=$DURATION WARMUP=$WARMUP NODE_IPS='${IPS[*]}' IDEMBENCH_ARGS='${EXTRA[*]}'"
+} >"$RESULTS_DIR/env.txt"
+
+# start_cluster DIR: three nodes with empty data in DIR, waits until every
+# node is ready (a leader is known and the node has caught up).
+start_cluster() {
+	local dir=$1 i j peers
+	for i in 0 1 2; do
+		peers=()
+		for j in 0 1 2; do ((j == i)) || peers+=("${IPS[$j]}:7402"); done
+		mkdir -p "$dir/node$((i + 1))"
+		"$WORK/bin/idemnode" serve --node-id "node$((i + 1))" --data-dir "$dir/node$((i + 1))/data" \
+			--grpc-addr "${IPS[$i]}:7400" --raft-addr "${IPS[$i]}:7401" --gossip-addr "${IPS[$i]}:7402" \
+			--http-addr "${IPS[$i]}:7403" --bootstrap-expect 3 --join "$(IFS=,; echo "${peers[*]}")" \
+			--log-level warn >"$dir/node$((i + 1))/log" 2>&1 &
+		NODE_PIDS+=($!)
+	done
+	local ready pid
+	for _ in $(seq 1 600); do
+		ready=0
+		for i in 0 1 2; do
+			[[ $(curl -fsS -m 1 "http://${IPS[$i]}:7403/readyz" 2>/dev/null || true) == ready ]] && ready=$((ready + 1))
+		done
+		((ready == 3)) && return 0
+		for pid in "${NODE_PIDS[@]}"; do
+			kill -0 "$pid" 2>/dev/null || { echo "idemnode pid $pid exited; logs:" >&2; tail -n 20 "$dir"/node*/log >&2; return 1; }
+		done
+		sleep 0.1
+	done
+	echo "idemnode cluster not ready after 60 s; logs:" >&2
+	tail -n 20 "$dir"/node*/log >&2
+	return 1
+}
+
+# bench_one MODE CLIENTS: a fresh cluster, one idembench run, the cluster
+# stopped and its data removed. Returns idembench's exit code.
+bench_one() {
+	local mode=$1 clients=$2 dir rc=0 addrs pids
+	dir=$(mktemp -d "$WORK/run.XXXXXX")
+	start_cluster "$dir" || { stop_nodes; rm -rf "$dir"; return 1; }
+	addrs="${IPS[0]}:7400,${IPS[1]}:7400,${IPS[2]}:7400"
+	pids=$(IFS=,; echo "${NODE_PIDS[*]}")
+	log "idemnode mode=$mode clients=$clients addrs=$addrs (server pids $pids)"
+	# In the background so that a signal reaches our trap at once.
+	"$WORK/bin/idembench" -addrs "$addrs" -mode "$mode" -clients "$clients" -duration "$DURATION" \
+		-warmup "$WARMUP" -pids "$pids" -label "3 nodes, clients pinned round-robin" \
+		-out "$RESULTS_DIR/idemnode.jsonl" "${EXTRA[@]}" >/dev/null &
+	BENCH_PID=$!
+	wait "$BENCH_PID" || rc=$?
+	BENCH_PID=
+	log "idemnode data after run: $(du -sh "$dir" | cut -f1); log lines at WARN or above: $(cat "$dir"/node*/log | wc -l)"
+	if ((rc != 0)); then
+		mkdir -p "$RESULTS_DIR/logs/$mode-$clients"
+		cp "$dir"/node*/log "$RESULTS_DIR/logs/$mode-$clients/" 2>/dev/null || true
+	fi
+	stop_nodes
+	rm -rf "$dir"
+	return "$rc"
+}
+
+FAILED=0
+for clients in $CLIENTS_LIST; do
+	for mode in $MODES; do
+		rc=0
+		bench_one "$mode" "$clients" || rc=$?
+		case $rc in
+		0) ;;
+		3) log "RACE VIOLATION in idemnode mode=$mode clients=$clients (node logs in $RESULTS_DIR/logs)"; FAILED=1 ;;
+		*) log "idemnode run mode=$mode clients=$clients failed (exit $rc)"; FAILED=1 ;;
+		esac
+	done
+done
+
+tables=("$RESULTS_DIR/idemnode.jsonl")
+if [[ $BENCH_ONLY == idemnode ]]; then
+	log "BENCH_ONLY=idemnode: skipping etcd"
+elif [[ ! -x $BENCH_PEERS/run-etcd.sh ]]; then
+	log "no bench-peers at $BENCH_PEERS: skipping etcd"
+else
+	log "etcd via $BENCH_PEERS/run-etcd.sh"
+	MODES=$MODES CLIENTS_LIST=$CLIENTS_LIST DURATION=$DURATION WARMUP=$WARMUP OUT="$RESULTS_DIR/etcd.jsonl" \
+		"$BENCH_PEERS/run-etcd.sh" &
+	PEER_PID=$!
+	rc=0
+	wait "$PEER_PID" || rc=$?
+	PEER_PID=
+	if ((rc != 0)); then log "run-etcd.sh failed (exit $rc)"; FAILED=1; fi
+	[[ -s $RESULTS_DIR/etcd.jsonl ]] && tables+=("$RESULTS_DIR/etcd.jsonl")
+fi
+
+if [[ -s $RESULTS_DIR/idemnode.jsonl ]]; then
+	echo
+	"$WORK/bin/idembench" -table "${tables[@]}" | tee "$RESULTS_DIR/table.md"
+	echo
+fi
+log "results in $RESULTS_DIR (machine: $(nproc) cores shared by the load generator and every server; see cpu in the JSON lines)"
+exit "$FAILED"
