@@ -50,18 +50,18 @@ func (s *Server) RemoveMember(ctx context.Context, req *idempb.RemoveMemberReque
 	}
 	return routed(ctx, s, func(ctx context.Context) (*idempb.RemoveMemberResponse, error) {
 		return &idempb.RemoveMemberResponse{}, s.backend.RemoveMember(ctx, req.GetId())
-	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.RemoveMemberResponse, error) {
+	}, viaUnary(s, func(ctx context.Context, c *grpc.ClientConn) (*idempb.RemoveMemberResponse, error) {
 		return idempb.NewAdminClient(c).RemoveMember(ctx, req)
-	})
+	}))
 }
 
 // TransferLeadership hands leadership away from the current leader.
 func (s *Server) TransferLeadership(ctx context.Context, req *idempb.TransferLeadershipRequest) (*idempb.TransferLeadershipResponse, error) {
 	return routed(ctx, s, func(ctx context.Context) (*idempb.TransferLeadershipResponse, error) {
 		return &idempb.TransferLeadershipResponse{}, s.backend.TransferLeadership(ctx, req.GetId())
-	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.TransferLeadershipResponse, error) {
+	}, viaUnary(s, func(ctx context.Context, c *grpc.ClientConn) (*idempb.TransferLeadershipResponse, error) {
 		return idempb.NewAdminClient(c).TransferLeadership(ctx, req)
-	})
+	}))
 }
 
 // snapshotChunk is the size of the data messages of a backup stream.

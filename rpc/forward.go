@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
 // forwardedKey marks a request a node forwarded to the leader. A node that
@@ -37,9 +38,10 @@ type forwarder struct {
 	// creds secure connections to other nodes; nil means plaintext.
 	creds credentials.TransportCredentials
 
-	// mu guards conns.
+	// mu guards conns and links.
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
+	links map[string]*link
 }
 
 func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
@@ -77,6 +79,10 @@ func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
 func (f *forwarder) close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for addr, l := range f.links {
+		l.fail(errors.New("node is shutting down"))
+		delete(f.links, addr)
+	}
 	for addr, c := range f.conns {
 		c.Close()
 		delete(f.conns, addr)
@@ -89,7 +95,7 @@ func (f *forwarder) close() {
 // command is safe to send twice (claims carry their owner, completes their
 // token and response), so Unavailable answers are retried until the deadline.
 func routed[T any](ctx context.Context, s *Server, local func(context.Context) (T, error),
-	remote func(context.Context, *grpc.ClientConn) (T, error)) (T, error) {
+	remote func(ctx context.Context, leaderAddr string) (T, error)) (T, error) {
 	var zero T
 	backoff := 10 * time.Millisecond
 	for {
@@ -129,7 +135,7 @@ var errNoLeaderKnown = errors.New("no leader known")
 var errLeaderIsSelf = errors.New("this node became leader")
 
 // forwardOnce sends the request to the leader this node currently knows.
-func forwardOnce[T any](ctx context.Context, s *Server, remote func(context.Context, *grpc.ClientConn) (T, error)) (T, error) {
+func forwardOnce[T any](ctx context.Context, s *Server, remote func(context.Context, string) (T, error)) (T, error) {
 	var zero T
 	id, addr := s.backend.Leader()
 	switch {
@@ -138,12 +144,32 @@ func forwardOnce[T any](ctx context.Context, s *Server, remote func(context.Cont
 	case id == s.backend.ID():
 		return zero, errLeaderIsSelf
 	}
-	conn, err := s.fwd.conn(addr)
-	if err != nil {
-		return zero, err
-	}
 	s.countForward(ctx)
-	return remote(metadata.AppendToOutgoingContext(ctx, forwardedKey, "1"), conn)
+	return remote(ctx, addr)
+}
+
+// forwardCall sends c to the leader at addr over the forwarding stream and
+// returns the reply.
+func (s *Server) forwardCall(ctx context.Context, addr string, c *idempb.ForwardCall) (*idempb.ForwardReply, error) {
+	l, err := s.fwd.link(addr)
+	if err != nil {
+		return nil, err
+	}
+	return l.call(ctx, c)
+}
+
+// viaUnary adapts a unary call on the connection to the leader into
+// routed's remote step, for calls that hold the leader for long (waits) or
+// are rare (admin). The call is marked forwarded.
+func viaUnary[T any](s *Server, call func(context.Context, *grpc.ClientConn) (T, error)) func(context.Context, string) (T, error) {
+	return func(ctx context.Context, addr string) (T, error) {
+		conn, err := s.fwd.conn(addr)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		return call(metadata.AppendToOutgoingContext(ctx, forwardedKey, "1"), conn)
+	}
 }
 
 // retryable reports whether a forwarding failure is worth another round:

@@ -3,8 +3,6 @@ package rpc
 import (
 	"context"
 
-	"google.golang.org/grpc"
-
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
@@ -32,8 +30,9 @@ func (s *Server) Claim(ctx context.Context, req *idempb.ClaimRequest) (*idempb.C
 			return nil, err
 		}
 		return claimResponse(res), nil
-	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.ClaimResponse, error) {
-		return idempb.NewIdempotencyClient(c).Claim(ctx, req)
+	}, func(ctx context.Context, addr string) (*idempb.ClaimResponse, error) {
+		r, err := s.forwardCall(ctx, addr, &idempb.ForwardCall{Request: &idempb.ForwardCall_Claim{Claim: req}})
+		return r.GetClaim(), err
 	})
 	s.countClaim(ctx, resp)
 	return resp, err
@@ -52,8 +51,9 @@ func (s *Server) Complete(ctx context.Context, req *idempb.CompleteRequest) (*id
 			return nil, err
 		}
 		return &idempb.CompleteResponse{Outcome: outcomeOf(res.Outcome)}, nil
-	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.CompleteResponse, error) {
-		return idempb.NewIdempotencyClient(c).Complete(ctx, req)
+	}, func(ctx context.Context, addr string) (*idempb.CompleteResponse, error) {
+		r, err := s.forwardCall(ctx, addr, &idempb.ForwardCall{Request: &idempb.ForwardCall_Complete{Complete: req}})
+		return r.GetComplete(), err
 	})
 }
 
@@ -69,8 +69,9 @@ func (s *Server) Release(ctx context.Context, req *idempb.ReleaseRequest) (*idem
 			return nil, err
 		}
 		return &idempb.ReleaseResponse{Outcome: outcomeOf(res.Outcome)}, nil
-	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.ReleaseResponse, error) {
-		return idempb.NewIdempotencyClient(c).Release(ctx, req)
+	}, func(ctx context.Context, addr string) (*idempb.ReleaseResponse, error) {
+		r, err := s.forwardCall(ctx, addr, &idempb.ForwardCall{Request: &idempb.ForwardCall_Release{Release: req}})
+		return r.GetRelease(), err
 	})
 }
 
@@ -90,8 +91,9 @@ func (s *Server) Extend(ctx context.Context, req *idempb.ExtendRequest) (*idempb
 			out.LeaseExpiresAt = timestamp(res.Record.LeaseExpiresAt)
 		}
 		return out, nil
-	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.ExtendResponse, error) {
-		return idempb.NewIdempotencyClient(c).Extend(ctx, req)
+	}, func(ctx context.Context, addr string) (*idempb.ExtendResponse, error) {
+		r, err := s.forwardCall(ctx, addr, &idempb.ForwardCall{Request: &idempb.ForwardCall_Extend{Extend: req}})
+		return r.GetExtend(), err
 	})
 }
 
@@ -112,8 +114,9 @@ func (s *Server) Get(ctx context.Context, req *idempb.GetRequest) (*idempb.GetRe
 			return &idempb.GetResponse{Outcome: idempb.Outcome_OUTCOME_NOT_FOUND}, nil
 		}
 		return &idempb.GetResponse{Outcome: idempb.Outcome_OUTCOME_OK, Record: recordOf(r)}, nil
-	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.GetResponse, error) {
-		return idempb.NewIdempotencyClient(c).Get(ctx, req)
+	}, func(ctx context.Context, addr string) (*idempb.GetResponse, error) {
+		r, err := s.forwardCall(ctx, addr, &idempb.ForwardCall{Request: &idempb.ForwardCall_Get{Get: req}})
+		return r.GetGet(), err
 	})
 }
 

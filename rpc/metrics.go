@@ -17,6 +17,9 @@ type Metrics struct {
 	duration  *prometheus.HistogramVec
 	claims    *prometheus.CounterVec
 	forwarded *prometheus.CounterVec
+	// claimsBy holds claims' children by outcome, resolved once, so the
+	// claim path formats no label.
+	claimsBy map[idempb.Outcome]prometheus.Counter
 }
 
 // NewMetrics creates the API series and registers them with reg.
@@ -31,6 +34,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Calls this node forwarded to the leader, by method."}, []string{"method"}),
 	}
 	reg.MustRegister(m.duration, m.claims, m.forwarded)
+	m.claimsBy = map[idempb.Outcome]prometheus.Counter{}
+	for v, name := range idempb.Outcome_name {
+		m.claimsBy[idempb.Outcome(v)] = m.claims.WithLabelValues(strings.ToLower(strings.TrimPrefix(name, "OUTCOME_")))
+	}
 	return m
 }
 
@@ -60,7 +67,9 @@ func (s *Server) countClaim(ctx context.Context, resp *idempb.ClaimResponse) {
 	if s.metrics == nil || resp == nil || isForwarded(ctx) {
 		return
 	}
-	s.metrics.claims.WithLabelValues(strings.ToLower(strings.TrimPrefix(resp.Outcome.String(), "OUTCOME_"))).Inc()
+	if c, ok := s.metrics.claimsBy[resp.Outcome]; ok {
+		c.Inc()
+	}
 }
 
 // countForward counts a call forwarded to the leader, by its method.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -61,6 +62,9 @@ type Server struct {
 	// waits counts the calls held waiting, for the wait caps of Limits.
 	waits   waitCounter
 	metrics *Metrics // nil: no metrics
+	// closing is closed by Shutdown; forwarding streams end on it.
+	closing   chan struct{}
+	closeOnce sync.Once
 	// bug names a planted bug (fault injection for jepsen's self-test).
 	bug string
 }
@@ -85,7 +89,7 @@ func NewServer(backend Backend, limits Limits, log *slog.Logger, opts ...Option)
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{backend: backend, limits: limits, log: log, health: health.NewServer()}
+	s := &Server{backend: backend, limits: limits, log: log, health: health.NewServer(), closing: make(chan struct{})}
 	for _, o := range opts {
 		o(s)
 	}
@@ -106,6 +110,7 @@ func ServerOptions() []grpc.ServerOption {
 func (s *Server) Register(g *grpc.Server) {
 	idempb.RegisterIdempotencyServer(g, s)
 	idempb.RegisterAdminServer(g, s)
+	idempb.RegisterForwardServer(g, forwardService{s: s})
 	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -127,5 +132,6 @@ func (s *Server) SetServing(ok bool) {
 // and closes the connections to the leader.
 func (s *Server) Shutdown() {
 	s.health.Shutdown()
+	s.closeOnce.Do(func() { close(s.closing) })
 	s.fwd.close()
 }

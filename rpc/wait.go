@@ -47,9 +47,9 @@ func (s *Server) Wait(ctx context.Context, req *idempb.WaitRequest) (*idempb.Wai
 			}
 		}
 		return s.waitLocal(ctx, key, timeout, lost)
-	}, func(ctx context.Context, c *grpc.ClientConn) (*idempb.WaitResponse, error) {
+	}, viaUnary(s, func(ctx context.Context, c *grpc.ClientConn) (*idempb.WaitResponse, error) {
 		return idempb.NewIdempotencyClient(c).Wait(ctx, req)
-	})
+	}))
 }
 
 // waitLocal watches the local state machine; every change it sees was

@@ -212,7 +212,7 @@ func (c *Cluster) Crash(nd *Node) {
 // gossip, let in-flight calls finish, then close.
 func (c *Cluster) Leave(nd *Node) {
 	nd.mu.Lock()
-	node, g := nd.node, nd.grpc
+	node, api, g := nd.node, nd.api, nd.grpc
 	nd.mu.Unlock()
 	if node == nil {
 		return
@@ -220,6 +220,9 @@ func (c *Cluster) Leave(nd *Node) {
 	if err := node.Leave(5 * time.Second); err != nil {
 		c.t.Logf("%s: leave: %v", nd.ID, err)
 	}
+	// As serve does: Shutdown ends the forwarding streams peers hold open
+	// to this node, which GracefulStop would otherwise wait for forever.
+	api.Shutdown()
 	g.GracefulStop()
 	c.Crash(nd)
 }

@@ -1,0 +1,126 @@
+package rpc
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/idemnode/idemnode/rpc/idempb"
+)
+
+// forwardedTimeout bounds a forwarded call that carried no deadline.
+const forwardedTimeout = 10 * time.Second
+
+// forwardService serves idem.v1.Forward: the leader's end of the streams
+// followers forward their clients' calls over.
+type forwardService struct {
+	idempb.UnimplementedForwardServer
+	s *Server
+}
+
+// Calls runs every call of the stream concurrently, through the same
+// handlers a client call takes (marked forwarded, so they never travel
+// on), and sends the replies back as they complete, batched like the calls.
+func (f forwardService) Calls(stream idempb.Forward_CallsServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	replies := make(chan *idempb.ForwardReply, 256)
+	recvErr := make(chan error, 1)
+	var running sync.WaitGroup
+	defer running.Wait()
+	go func() {
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			for _, c := range msg.GetCalls() {
+				running.Add(1)
+				go func() {
+					defer running.Done()
+					r := f.s.serveForwarded(ctx, c)
+					select {
+					case replies <- r:
+					case <-ctx.Done():
+					}
+				}()
+			}
+		}
+	}()
+	var held *idempb.ForwardReply
+	for {
+		if held != nil {
+			var batch []*idempb.ForwardReply
+			batch, held = gather(held, replies)
+			if err := stream.Send(&idempb.ForwardReplies{Replies: batch}); err != nil {
+				return err
+			}
+			continue
+		}
+		select {
+		case held = <-replies:
+		case err := <-recvErr:
+			return err
+		case <-f.s.closing:
+			return status.Error(codes.Unavailable, "node is shutting down")
+		}
+	}
+}
+
+// serveForwarded runs one forwarded call within what was left of the
+// client's deadline.
+func (s *Server) serveForwarded(parent context.Context, c *idempb.ForwardCall) *idempb.ForwardReply {
+	timeout := forwardedTimeout
+	if c.GetTimeout() != nil {
+		timeout = c.GetTimeout().AsDuration()
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(forwardedKey, "1"))
+	reply := &idempb.ForwardReply{Id: c.GetId()}
+	var err error
+	switch r := c.GetRequest().(type) {
+	case *idempb.ForwardCall_Claim:
+		var resp *idempb.ClaimResponse
+		resp, err = s.Claim(ctx, r.Claim)
+		reply.Response = &idempb.ForwardReply_Claim{Claim: resp}
+	case *idempb.ForwardCall_Complete:
+		var resp *idempb.CompleteResponse
+		resp, err = s.Complete(ctx, r.Complete)
+		reply.Response = &idempb.ForwardReply_Complete{Complete: resp}
+	case *idempb.ForwardCall_Release:
+		var resp *idempb.ReleaseResponse
+		resp, err = s.Release(ctx, r.Release)
+		reply.Response = &idempb.ForwardReply_Release{Release: resp}
+	case *idempb.ForwardCall_Extend:
+		var resp *idempb.ExtendResponse
+		resp, err = s.Extend(ctx, r.Extend)
+		reply.Response = &idempb.ForwardReply_Extend{Extend: resp}
+	case *idempb.ForwardCall_Get:
+		var resp *idempb.GetResponse
+		resp, err = s.Get(ctx, r.Get)
+		reply.Response = &idempb.ForwardReply_Get{Get: resp}
+	default:
+		err = status.Errorf(codes.InvalidArgument, "forwarded call %d carries no request", c.GetId())
+	}
+	if err != nil {
+		reply.Response = nil
+		reply.Error = errorBytes(err)
+	}
+	return reply
+}
+
+// errorBytes serializes err's gRPC status, details included.
+func errorBytes(err error) []byte {
+	b, merr := proto.Marshal(status.Convert(err).Proto())
+	if merr != nil {
+		b, _ = proto.Marshal(status.New(codes.Internal, err.Error()).Proto())
+	}
+	return b
+}
