@@ -41,7 +41,7 @@ func TestExpiryTickerDeletesExpiredRecords(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := range 30 {
-		ttl := 300 * time.Millisecond
+		ttl := 2 * time.Second
 		if i%10 == 0 {
 			ttl = time.Hour // these stay
 		}
@@ -54,7 +54,7 @@ func TestExpiryTickerDeletesExpiredRecords(t *testing.T) {
 	if got := n.Machine().Len(); got != 30 {
 		t.Fatalf("%d records stored, want 30", got)
 	}
-	testcluster.Eventually(t, 10*time.Second, "expired records deleted", func() error {
+	testcluster.Eventually(t, 15*time.Second, "expired records deleted", func() error {
 		if got := n.Machine().Len(); got != 3 {
 			return fmt.Errorf("%d records left, want the 3 long-lived ones", got)
 		}
