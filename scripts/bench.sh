@@ -11,7 +11,9 @@
 # Env: MODES ("claim claim+complete race"), CLIENTS_LIST ("64 16"), DURATION (20s),
 #      WARMUP (5s), RESULTS_DIR (bench-results/<UTC stamp>), BENCH_ONLY (idemnode),
 #      BENCH_PEERS ($REPO/../shared/bench-peers), NODE_IPS ("127.0.0.11 127.0.0.12 127.0.0.13"),
-#      IDEMBENCH_ARGS (extra idembench flags, e.g. "-conns 4").
+#      IDEMBENCH_ARGS (extra idembench flags, e.g. "-conns 4"), SERVE_ARGS (extra
+#      idemnode serve flags), PROFILE (1: a CPU profile of every node over each
+#      measured window, cpu-<mode>-<clients>-node<i>.pprof in RESULTS_DIR).
 # Results: idemnode.jsonl, etcd.jsonl, table.md and env.txt in RESULTS_DIR. The
 # script stops exactly the processes it started, on every exit path, and
 # removes its data dirs. Exit 1 if a run failed or saw a race violation.
@@ -28,6 +30,9 @@ BENCH_ONLY=${BENCH_ONLY:-}
 BENCH_PEERS=${BENCH_PEERS:-$REPO/../shared/bench-peers}
 read -r -a IPS <<<"${NODE_IPS:-127.0.0.11 127.0.0.12 127.0.0.13}"
 read -r -a EXTRA <<<"${IDEMBENCH_ARGS:-}"
+read -r -a SERVE_EXTRA <<<"${SERVE_ARGS:-}"
+PROFILE=${PROFILE:-}
+[[ -n "$PROFILE" ]] && SERVE_EXTRA+=(--pprof)
 PORTS=(7400 7401 7402 7403) # gRPC, Raft, gossip, HTTP on every node's IP
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -117,7 +122,7 @@ start_cluster() {
 		"$WORK/bin/idemnode" serve --node-id "node$((i + 1))" --data-dir "$dir/node$((i + 1))/data" \
 			--grpc-addr "${IPS[$i]}:7400" --raft-addr "${IPS[$i]}:7401" --gossip-addr "${IPS[$i]}:7402" \
 			--http-addr "${IPS[$i]}:7403" --bootstrap-expect 3 --join "$(IFS=,; echo "${peers[*]}")" \
-			--log-level warn >"$dir/node$((i + 1))/log" 2>&1 &
+			--log-level warn "${SERVE_EXTRA[@]}" >"$dir/node$((i + 1))/log" 2>&1 &
 		NODE_PIDS+=($!)
 	done
 	local ready pid
@@ -137,6 +142,17 @@ start_cluster() {
 	return 1
 }
 
+# profile_nodes MODE CLIENTS: after the warm-up, a CPU profile of every node
+# over the measured window, taken in parallel.
+profile_nodes() {
+	local i secs=${DURATION%s} warm=${WARMUP%s}
+	sleep "$warm"
+	for i in 0 1 2; do
+		curl -fsS -m $((secs + 10)) -o "$RESULTS_DIR/cpu-$1-$2-node$((i + 1)).pprof" \
+			"http://${IPS[$i]}:7403/debug/pprof/profile?seconds=$((secs - 1))" &
+	done
+}
+
 # bench_one MODE CLIENTS: a fresh cluster, one idembench run, the cluster
 # stopped and its data removed. Returns idembench's exit code.
 bench_one() {
@@ -151,6 +167,7 @@ bench_one() {
 		-warmup "$WARMUP" -pids "$pids" -label "3 nodes, clients pinned round-robin" \
 		-out "$RESULTS_DIR/idemnode.jsonl" "${EXTRA[@]}" >/dev/null &
 	BENCH_PID=$!
+	[[ -n "$PROFILE" ]] && profile_nodes "$mode" "$clients"
 	wait "$BENCH_PID" || rc=$?
 	BENCH_PID=
 	log "idemnode data after run: $(du -sh "$dir" | cut -f1); log lines at WARN or above: $(cat "$dir"/node*/log | wc -l)"

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -10,8 +11,9 @@ import (
 	"github.com/idemnode/idemnode/cluster"
 )
 
-// httpHandler serves the operator endpoints: liveness, readiness, metrics.
-func httpHandler(node *cluster.Node, reg *prometheus.Registry) http.Handler {
+// httpHandler serves the operator endpoints: liveness, readiness, metrics,
+// and with profiling on, Go's pprof profiles under /debug/pprof/.
+func httpHandler(node *cluster.Node, reg *prometheus.Registry, profiling bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
@@ -24,5 +26,11 @@ func httpHandler(node *cluster.Node, reg *prometheus.Registry) http.Handler {
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if profiling {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	}
 	return mux
 }

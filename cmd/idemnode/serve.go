@@ -47,6 +47,7 @@ type serveFlags struct {
 	faultBug          string
 	minLease          time.Duration
 	minTTL            time.Duration
+	pprof             bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -84,6 +85,7 @@ func newServeCmd() *cobra.Command {
 		"exit when a Raft log write takes longer, so a healthy node can lead (0: off)")
 	fl.DurationVar(&f.minLease, "min-lease", time.Second, "smallest lease a claim may ask for")
 	fl.DurationVar(&f.minTTL, "min-ttl", time.Minute, "smallest TTL a claim may ask for")
+	fl.BoolVar(&f.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on --http-addr")
 	// Fault injection, for the jepsen harness only: hidden and off by default.
 	fl.DurationVar(&f.clockOffset, "fault-clock-offset", 0, "FAULT INJECTION: shift this node's clock")
 	fl.StringVar(&f.faultStallFile, "fault-disk-stall-file", "", "FAULT INJECTION: Raft log writes block while this file exists")
@@ -196,7 +198,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	api.Register(g)
 	errc := make(chan error, 2)
 	go func() { errc <- g.Serve(grpcLn) }()
-	httpSrv := startHTTP(f.httpAddr, node, reg, errc)
+	httpSrv := startHTTP(f.httpAddr, httpHandler(node, reg, f.pprof), errc)
 
 	log.Info("idemnode serving", "node", f.nodeID, "grpc", grpcLn.Addr().String(), "raft", node.RaftAddr(),
 		"http", f.httpAddr, "data", f.dataDir)
@@ -236,11 +238,11 @@ func stopGRPC(g *grpc.Server, grace time.Duration) {
 	}
 }
 
-func startHTTP(addr string, node *cluster.Node, reg *prometheus.Registry, errc chan<- error) *http.Server {
+func startHTTP(addr string, h http.Handler, errc chan<- error) *http.Server {
 	if addr == "" {
 		return nil
 	}
-	srv := &http.Server{Addr: addr, Handler: httpHandler(node, reg), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("http: %w", err)
