@@ -23,6 +23,9 @@ func (s *state) applyClaim(c *Command, token uint64) Result {
 			CreatedAt:      now,
 			ExpiresAt:      max(now+c.TTL, now+c.Lease),
 		}
+		if q := s.admit(c.Quota, won); q != QuotaNone {
+			return Result{Outcome: OutcomeQuotaExceeded, Exceeded: q}
+		}
 		s.put(won)
 		return Result{Outcome: OutcomeWon, Record: won}
 	case !bytes.Equal(r.Fingerprint, c.Fingerprint):
@@ -67,6 +70,9 @@ func (s *state) applyComplete(c *Command) Result {
 	done.Response = c.Response
 	if done.Response == nil {
 		done.Response = &Response{}
+	}
+	if q := s.admit(c.Quota, &done); q != QuotaNone {
+		return Result{Outcome: OutcomeQuotaExceeded, Exceeded: q} // the record stays PENDING
 	}
 	s.put(&done)
 	return Result{Outcome: OutcomeOK, Record: &done}

@@ -48,4 +48,7 @@ type Command struct {
 	Response    *Response // complete
 	Limit       uint32    // expire
 	Batch       []*Command
+	// Quota is the tenant's quota the proposing leader stamped (claim,
+	// complete); zero is unlimited. See quota.go.
+	Quota Quota
 }

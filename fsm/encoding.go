@@ -30,7 +30,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 }
 
 func (e *encoder) command(c *Command) {
-	e.byte1(byte(c.Type))
+	e.byte1(typeByte(c))
 	e.varint(c.Now)
 	switch c.Type {
 	case TypeClaim:
@@ -58,11 +58,16 @@ func (e *encoder) command(c *Command) {
 			e.command(sub)
 		}
 	}
+	e.quota(c)
 }
 
 // command decodes one command; a Batch may not nest (top is false inside one).
 func (d *decoder) command(top bool) *Command {
-	c := &Command{Type: CommandType(d.byte1()), Now: d.varint()}
+	typ := d.byte1()
+	c := &Command{Type: CommandType(typ &^ quotaFlag), Now: d.varint()}
+	// A flagged command's quota follows its own fields: read it on every
+	// return path below.
+	defer d.quota(c, typ&quotaFlag != 0)
 	switch c.Type {
 	case TypeClaim:
 		c.Key = d.key()

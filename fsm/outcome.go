@@ -21,9 +21,12 @@ const (
 	OutcomeNotFound
 	// OutcomeOK: the command took effect (or had already taken effect).
 	OutcomeOK
+	// OutcomeQuotaExceeded: the claim or completion would take the tenant
+	// past its Quota; nothing was stored. Result.Exceeded says which quota.
+	OutcomeQuotaExceeded
 )
 
-var outcomeNames = [...]string{"unknown", "won", "in_progress", "completed", "mismatch", "fenced", "not_found", "ok"}
+var outcomeNames = [...]string{"unknown", "won", "in_progress", "completed", "mismatch", "fenced", "not_found", "ok", "quota_exceeded"}
 
 // String returns the lower-case name used by the CLI and logs.
 func (o Outcome) String() string {
@@ -41,6 +44,8 @@ type Result struct {
 	Record *Record
 	// Expired counts the records an Expire command deleted.
 	Expired int
+	// Exceeded is the quota an OutcomeQuotaExceeded answer hit.
+	Exceeded QuotaKind
 	// Batch holds one result per command of a Batch, in order.
 	Batch []Result
 }

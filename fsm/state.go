@@ -35,17 +35,23 @@ type state struct {
 	// pending counts PENDING records (the rest are COMPLETED), kept on
 	// every put and remove so metrics need no walk.
 	pending int
+	// usage is each tenant's count of records and bytes, for quotas
+	// (quota.go); kept on every put and remove like pending.
+	usage usageTable
 }
 
 func newState() *state {
 	return &state{
 		records: btree.NewG(btreeDegree, lessRecord),
 		expiry:  btree.NewG(btreeDegree, lessExpiry),
+		usage:   usageTable{},
 	}
 }
 
 // clone is O(1): the trees copy their nodes lazily on the next write, which
-// is what makes Snapshot cheap while Apply continues.
+// is what makes Snapshot cheap while Apply continues. The clone leaves usage
+// out (copying it is O(tenants)): clones are read-only views for snapshots
+// and digests, and a restore recounts usage from the records.
 func (s *state) clone() *state {
 	return &state{now: s.now, applied: s.applied, records: s.records.Clone(), expiry: s.expiry.Clone(), pending: s.pending}
 }
@@ -70,15 +76,18 @@ func (s *state) put(r *Record) {
 	if old, ok := s.records.ReplaceOrInsert(r); ok {
 		s.expiry.Delete(expiryItem{at: old.ExpiresAt, key: old.RecordKey})
 		s.countPending(old, -1)
+		s.usage.count(old, -1)
 	}
 	s.expiry.ReplaceOrInsert(expiryItem{at: r.ExpiresAt, key: r.RecordKey})
 	s.countPending(r, 1)
+	s.usage.count(r, 1)
 }
 
 func (s *state) remove(k RecordKey) {
 	if old, ok := s.records.Delete(&Record{RecordKey: k}); ok {
 		s.expiry.Delete(expiryItem{at: old.ExpiresAt, key: old.RecordKey})
 		s.countPending(old, -1)
+		s.usage.count(old, -1)
 	}
 }
 
