@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/idemnode/idemnode/cluster"
 )
@@ -28,6 +30,13 @@ const (
 	ReasonCommitTimeout  = "COMMIT_TIMEOUT"
 	ReasonTooManyWaits   = "TOO_MANY_WAITS"
 	ReasonInternal       = "INTERNAL"
+	// Authentication and authorization (auth.go).
+	ReasonUnauthenticated = "UNAUTHENTICATED"
+	ReasonTenantMismatch  = "TENANT_MISMATCH"
+	ReasonAdminRequired   = "ADMIN_REQUIRED"
+	// Limits of a tenant (ratelimit.go, quota.go); both carry a RetryInfo.
+	ReasonRateLimited   = "RATE_LIMITED"
+	ReasonQuotaExceeded = "QUOTA_EXCEEDED"
 )
 
 // invalidField is a violation of an input limit.
@@ -45,14 +54,24 @@ func invalid(field, limit, format string, args ...any) error {
 	return &invalidField{field: field, limit: limit, msg: fmt.Sprintf(format, args...)}
 }
 
+// retryLater refuses a call for a tenant's limit (ResourceExhausted with
+// a RetryInfo): the rate (RATE_LIMITED) or a quota (QUOTA_EXCEEDED).
+type retryLater struct {
+	reason string
+	msg    string
+	meta   map[string]string
+	after  time.Duration // the retry hint
+}
+
+func (e *retryLater) Error() string {
+	return fmt.Sprintf("%s; retry in %s", e.msg, e.after)
+}
+
 // withInfo builds a status carrying an ErrorInfo with reason and meta, and
-// a BadRequest when one is given.
-func withInfo(code codes.Code, reason, msg string, meta map[string]string, bad ...*errdetails.BadRequest) error {
+// the extra details given (a BadRequest, a RetryInfo).
+func withInfo(code codes.Code, reason, msg string, meta map[string]string, extra ...protoadapt.MessageV1) error {
 	st := status.New(code, msg)
-	details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: meta}}
-	for _, b := range bad {
-		details = append(details, b)
-	}
+	details := append([]protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: meta}}, extra...)
 	if withDetails, err := st.WithDetails(details...); err == nil {
 		st = withDetails
 	}
@@ -64,9 +83,16 @@ func withInfo(code codes.Code, reason, msg string, meta map[string]string, bad .
 func toStatus(err error, log *slog.Logger) error {
 	var inv *invalidField
 	var tooMany *tooManyWaits
+	var denied *authError
+	var limited *retryLater
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &denied):
+		return withInfo(denied.code, denied.reason, denied.msg, nil)
+	case errors.As(err, &limited):
+		return withInfo(codes.ResourceExhausted, limited.reason, limited.Error(), limited.meta,
+			&errdetails.RetryInfo{RetryDelay: durationpb.New(limited.after)})
 	case errors.As(err, &tooMany):
 		return withInfo(codes.ResourceExhausted, ReasonTooManyWaits, tooMany.Error(),
 			map[string]string{"scope": tooMany.scope, "limit": strconv.Itoa(tooMany.limit)})

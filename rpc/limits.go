@@ -1,6 +1,12 @@
 package rpc
 
-import "time"
+import (
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/idemnode/idemnode/fsm"
+)
 
 // Limits are the input limits of DESIGN.md §1. Every violation is answered
 // with InvalidArgument naming the field and the limit, and nothing is stored.
@@ -28,6 +34,22 @@ type Limits struct {
 	// serves them: the leader, or any node for a stale Wait. 0 is no cap.
 	MaxWaitsPerNode   int
 	MaxWaitsPerTenant int
+
+	// MaxMessageBytes caps every message the server receives, so an
+	// oversized one is refused (ResourceExhausted) before it is even
+	// decoded. The default sits just above the largest valid request: a
+	// Complete with the largest body and headers and every field at its
+	// limit (TestLargestRequestFits). Raise it with MaxBody.
+	MaxMessageBytes int
+	// TenantMaxKeys and TenantMaxBytes are each tenant's quotas of stored
+	// records and bytes (fsm.Quota, 0 = unlimited). They are stamped into
+	// the commands this node proposes as leader, so the state machine
+	// enforces them identically on every node; a refusal is
+	// ResourceExhausted, reason QUOTA_EXCEEDED, with QuotaRetryAfter as
+	// the retry hint (space frees when records are released or expire).
+	TenantMaxKeys   uint64
+	TenantMaxBytes  uint64
+	QuotaRetryAfter time.Duration
 }
 
 // DefaultLimits returns the limits of DESIGN.md §1.
@@ -52,5 +74,24 @@ func DefaultLimits() Limits {
 
 		MaxWaitsPerNode:   10000,
 		MaxWaitsPerTenant: 1000,
+
+		MaxMessageBytes: 1<<20 + 16<<10 + messageSlack,
+		QuotaRetryAfter: 10 * time.Second,
 	}
+}
+
+// messageSlack is what a request holds besides the body and header bytes:
+// tenant, scope, key, owner and fingerprint at their limits (about 830 B),
+// the per-header framing (up to 64 x 6 B), durations, token and tags.
+// 16 KiB covers it with room for the limits above to grow a little.
+const messageSlack = 16 << 10
+
+// ServerOptions are the gRPC server options that enforce l.
+func (l Limits) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(l.MaxMessageBytes)}
+}
+
+// quota is what the leader stamps into each Claim and Complete.
+func (l Limits) quota() fsm.Quota {
+	return fsm.Quota{Keys: l.TenantMaxKeys, Bytes: l.TenantMaxBytes}
 }

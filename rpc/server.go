@@ -89,7 +89,10 @@ func NewServer(backend Backend, limits Limits, log *slog.Logger, opts ...Option)
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{backend: backend, limits: limits, log: log, health: health.NewServer(), closing: make(chan struct{})}
+	// Commands go through quotaBackend, which answers the state machine's
+	// QUOTA_EXCEEDED as an error (quota.go).
+	s := &Server{backend: quotaBackend{Backend: backend, retryAfter: limits.QuotaRetryAfter},
+		limits: limits, log: log, health: health.NewServer(), closing: make(chan struct{})}
 	for _, o := range opts {
 		o(s)
 	}

@@ -34,6 +34,37 @@ type testCluster struct {
 // and serves linearizable reads, and serves the API on 127.0.0.1:0.
 func mustCluster(t *testing.T) *testCluster {
 	t.Helper()
+	node := mustNode(t)
+	_, conn := serveAPI(t, node, DefaultLimits())
+	return &testCluster{node: node, conn: conn,
+		api: idempb.NewIdempotencyClient(conn), admin: idempb.NewAdminClient(conn)}
+}
+
+// serveAPI serves the API with limits over node on 127.0.0.1:0 and returns
+// the server and a plaintext client connection to it.
+func serveAPI(t *testing.T, node *cluster.Node, limits Limits, opts ...grpc.ServerOption) (*Server, *grpc.ClientConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen grpc: %v", err)
+	}
+	s := NewServer(node, limits, nil)
+	g := grpc.NewServer(opts...)
+	s.Register(g)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return s, conn
+}
+
+// mustNode starts a bootstrapped one-node cluster and waits until it leads
+// and serves linearizable reads.
+func mustNode(t *testing.T) *cluster.Node {
+	t.Helper()
 	node, err := cluster.Open(cluster.Config{
 		NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", Bootstrap: true,
 		Logger: slog.New(slog.DiscardHandler),
@@ -56,23 +87,7 @@ func mustCluster(t *testing.T) *testCluster {
 	testutil.WaitFor(t, 20*time.Second, "a linearizable barrier", func() bool {
 		return node.LinearizableBarrier(ctx) == nil
 	})
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen grpc: %v", err)
-	}
-	g := grpc.NewServer()
-	NewServer(node, DefaultLimits(), nil).Register(g)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(g.Stop)
-
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return &testCluster{node: node, conn: conn,
-		api: idempb.NewIdempotencyClient(conn), admin: idempb.NewAdminClient(conn)}
+	return node
 }
 
 // testCtx returns a context bounded well above any single call of these tests.

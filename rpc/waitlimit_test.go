@@ -1,15 +1,12 @@
 package rpc
 
 import (
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/idemnode/idemnode/internal/testutil"
@@ -20,20 +17,7 @@ import (
 // returns the server (to count its waits) and a client of it.
 func (c *testCluster) withLimits(t *testing.T, limits Limits) (*Server, idempb.IdempotencyClient) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen grpc: %v", err)
-	}
-	s := NewServer(c.node, limits, nil)
-	g := grpc.NewServer()
-	s.Register(g)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	s, conn := serveAPI(t, c.node, limits)
 	return s, idempb.NewIdempotencyClient(conn)
 }
 

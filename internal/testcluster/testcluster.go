@@ -37,6 +37,12 @@ type Options struct {
 	Subnet int
 	// Tune adjusts each node's configuration before it starts.
 	Tune func(*cluster.Config)
+	// Limits replaces rpc.DefaultLimits() for every node's API.
+	Limits *rpc.Limits
+	// ServerOptions adds gRPC server options (interceptors, credentials)
+	// to every node's server. With transport credentials, Node.Client and
+	// Node.Admin cannot talk to the node: the test dials it itself.
+	ServerOptions func(*Node) []grpc.ServerOption
 }
 
 // Node is one in-process server.
@@ -135,8 +141,16 @@ func (c *Cluster) start(nd *Node, expect int, join []string) error {
 		ln.Close()
 		return fmt.Errorf("%s: open: %w", nd.ID, err)
 	}
-	api := rpc.NewServer(node, rpc.DefaultLimits(), nil, rpc.WithForwardSource(net.ParseIP(nd.IP)))
-	g := grpc.NewServer(rpc.ServerOptions()...)
+	limits := rpc.DefaultLimits()
+	if c.opts.Limits != nil {
+		limits = *c.opts.Limits
+	}
+	api := rpc.NewServer(node, limits, nil, rpc.WithForwardSource(net.ParseIP(nd.IP)))
+	opts := append(rpc.ServerOptions(), limits.ServerOptions()...)
+	if c.opts.ServerOptions != nil {
+		opts = append(opts, c.opts.ServerOptions(nd)...)
+	}
+	g := grpc.NewServer(opts...)
 	api.Register(g)
 	go g.Serve(ln)
 	conn, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
