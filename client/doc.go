@@ -38,6 +38,12 @@
 //     key. Include a version or attempt number that changes when the user
 //     really means to do it again (a second, deliberate payment).
 //
+// # Credentials
+//
+// A server started with --auth takes the tenant from the caller's
+// credentials: a client certificate (Config.TransportCredentials with
+// mutual TLS) or a bearer token (WithToken in Config.DialOptions).
+//
 // The low-level calls (Claim, Complete, Release, Extend, Get, Wait) map one
 // to one onto the idem.v1 API; refusals such as MISMATCH and FENCED are
 // outcomes in their results, not errors.

@@ -23,6 +23,15 @@ var (
 	// (ResourceExhausted, reason TOO_MANY_WAITS); try again later or
 	// without waiting.
 	ErrTooManyWaits = errors.New("too many waiting calls")
+	// ErrRateLimited means the tenant claims faster than the server's
+	// per-tenant rate (ResourceExhausted, reason RATE_LIMITED); RetryAfter
+	// says when to try again.
+	ErrRateLimited = errors.New("tenant rate limit exceeded")
+	// ErrQuotaExceeded means the claim or completion would take the tenant
+	// past its quota of stored keys or bytes (ResourceExhausted, reason
+	// QUOTA_EXCEEDED); nothing was stored. Space frees up as records are
+	// released or expire.
+	ErrQuotaExceeded = errors.New("tenant quota exceeded")
 	// ErrUnavailable means the cluster could not be reached, or had no
 	// leader, until the caller's deadline; the error also wraps the last
 	// gRPC status.

@@ -12,8 +12,12 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// reasonTooManyWaits is the ErrorInfo reason of a refused wait (rpc.ReasonTooManyWaits).
-const reasonTooManyWaits = "TOO_MANY_WAITS"
+// ErrorInfo reasons the SDK turns into sentinels (rpc.Reason...).
+const (
+	reasonTooManyWaits  = "TOO_MANY_WAITS"
+	reasonRateLimited   = "RATE_LIMITED"
+	reasonQuotaExceeded = "QUOTA_EXCEEDED"
+)
 
 // attemptFunc sends one attempt over conn; wait is what is left of the
 // call's wait window (0 for calls that do not wait).
@@ -93,11 +97,35 @@ func classify(err error) error {
 		return err
 	}
 	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonTooManyWaits {
+		info, ok := d.(*errdetails.ErrorInfo)
+		if !ok {
+			continue
+		}
+		switch info.GetReason() {
+		case reasonTooManyWaits:
 			return fmt.Errorf("%w: %w", ErrTooManyWaits, err)
+		case reasonRateLimited:
+			return fmt.Errorf("%w: %w", ErrRateLimited, err)
+		case reasonQuotaExceeded:
+			return fmt.Errorf("%w: %w", ErrQuotaExceeded, err)
 		}
 	}
 	return err
+}
+
+// RetryAfter returns the delay the server advised before trying a refused
+// call again (the RetryInfo of a RATE_LIMITED or QUOTA_EXCEEDED answer).
+func RetryAfter(err error) (time.Duration, bool) {
+	st, ok := status.FromError(err)
+	if !ok {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.RetryInfo); ok {
+			return info.GetRetryDelay().AsDuration(), true
+		}
+	}
+	return 0, false
 }
 
 // backoff returns the delay before retry n: a uniform draw below

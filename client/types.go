@@ -12,6 +12,9 @@ import (
 
 // ID addresses a record: the tenant that owns the key, the scope (the
 // operation family, typically "METHOD path") and the Idempotency-Key.
+// Against a server with authentication on, leave Tenant empty (the server
+// fills in the tenant of the caller's credentials) or name that tenant;
+// another tenant is refused with PermissionDenied.
 type ID struct {
 	Tenant string
 	Scope  string
