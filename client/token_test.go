@@ -3,8 +3,6 @@ package client_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,15 +21,7 @@ import (
 // rate is set, that claim rate per tenant.
 func authCluster(t *testing.T, subnet int, limits rpc.Limits, rate *rpc.ClaimRateLimit) *testcluster.Cluster {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "tokens")
-	lines := rpc.HashToken("acme-secret-token-0001") + " acme\n" + rpc.HashToken("globex-secret-token-0002") + " globex\n"
-	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := rpc.LoadTokenTable(path, 128)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens := testcluster.Tokens(t, map[string]string{"acme-secret-token-0001": "acme", "globex-secret-token-0002": "globex"})
 	auth, err := rpc.NewAuthenticator(rpc.AuthConfig{Tokens: tokens})
 	if err != nil {
 		t.Fatal(err)

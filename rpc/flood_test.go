@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -36,15 +34,7 @@ const (
 // on every node.
 func floodCluster(t *testing.T) *testcluster.Cluster {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "tokens")
-	lines := rpc.HashToken("noisy-token-0123456789") + " noisy\n" + rpc.HashToken("quiet-token-0123456789") + " quiet\n"
-	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := rpc.LoadTokenTable(path, 128)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens := testcluster.Tokens(t, map[string]string{"noisy-token-0123456789": "noisy", "quiet-token-0123456789": "quiet"})
 	limits := rpc.DefaultLimits()
 	limits.TenantMaxKeys, limits.TenantMaxBytes, limits.QuotaRetryAfter = floodKeys, floodBytes, time.Second
 	return testcluster.Start(t, 3, testcluster.Options{Subnet: 120, Limits: &limits,

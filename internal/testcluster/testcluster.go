@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -338,4 +339,23 @@ func (c *Cluster) WaitConverged(timeout time.Duration) string {
 	}
 	c.t.Fatalf("nodes did not converge within %s: %s", timeout, last)
 	return ""
+}
+
+// Tokens writes a tokens file giving each token (a key of tenants) its
+// tenant, and loads it, for nodes that authenticate by bearer tokens.
+func Tokens(t testing.TB, tenants map[string]string) *rpc.TokenTable {
+	t.Helper()
+	var lines strings.Builder
+	for token, tenant := range tenants {
+		fmt.Fprintf(&lines, "%s %s\n", rpc.HashToken(token), tenant)
+	}
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte(lines.String()), 0o600); err != nil {
+		t.Fatalf("write tokens: %v", err)
+	}
+	tokens, err := rpc.LoadTokenTable(path, rpc.DefaultLimits().MaxTenant)
+	if err != nil {
+		t.Fatalf("load tokens: %v", err)
+	}
+	return tokens
 }
