@@ -242,7 +242,7 @@ func (a *Authenticator) authenticate(ctx context.Context) (Identity, error) {
 	case cert != nil && a.cfg.Certs.Enabled():
 		tenant, err := a.cfg.Certs.Tenant(cert)
 		if err == nil {
-			err = checkTenantName(tenant, a.cfg.MaxTenant)
+			err = CheckTenantName(tenant, a.cfg.MaxTenant)
 		}
 		if err != nil {
 			return Identity{}, unauthenticated("%v", err)

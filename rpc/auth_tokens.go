@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -122,19 +123,21 @@ func parseTokenLine(text string, maxTenant int) (tokenEntry, error) {
 	if _, err := hex.Decode(e.hash[:], []byte(f[0])); err != nil {
 		return tokenEntry{}, fmt.Errorf("the hash must be 64 hex digits (idemnode auth hash-token prints it)")
 	}
-	if err := checkTenantName(f[1], maxTenant); err != nil {
+	if err := CheckTenantName(f[1], maxTenant); err != nil {
 		return tokenEntry{}, err
 	}
 	e.tenant, e.admin = f[1], len(f) == 3
 	return e, nil
 }
 
-// checkTenantName validates a tenant derived from credentials: what a
-// request may name (DESIGN.md §1) and never empty, since an empty tenant
-// field in a request means "mine".
-func checkTenantName(tenant string, maxTenant int) error {
-	if tenant == "" || len(tenant) > maxTenant || !utf8.ValidString(tenant) {
-		return fmt.Errorf("tenant %q: want 1-%d bytes of UTF-8", tenant, maxTenant)
+// CheckTenantName validates a tenant that credentials name: what a request
+// may name (DESIGN.md §1), never empty (an empty tenant field in a request
+// means "mine"), and without spaces or control characters, so it reads
+// the same in a tokens file, a certificate and a log line.
+func CheckTenantName(tenant string, maxTenant int) error {
+	if tenant == "" || len(tenant) > maxTenant || !utf8.ValidString(tenant) ||
+		strings.IndexFunc(tenant, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return fmt.Errorf("tenant %q: want 1-%d bytes of UTF-8 without spaces or control characters", tenant, maxTenant)
 	}
 	return nil
 }

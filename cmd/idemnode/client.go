@@ -30,6 +30,7 @@ type clientFlags struct {
 	timeout time.Duration
 	// consistency of reads: linearizable or stale.
 	consistencyName string
+	auth            clientAuth
 }
 
 func (c *clientFlags) register(cmd *cobra.Command, withKey bool) {
@@ -37,6 +38,7 @@ func (c *clientFlags) register(cmd *cobra.Command, withKey bool) {
 	fl.StringVar(&c.addr, "addr", "127.0.0.1:7400", "gRPC address of any idemnode server")
 	fl.StringVarP(&c.output, "output", "o", "text", "output format: text or json")
 	fl.DurationVar(&c.timeout, "timeout", 10*time.Second, "deadline of the call")
+	c.auth.register(fl)
 	if withKey {
 		fl.StringVar(&c.tenant, "tenant", "", "tenant that owns the key")
 		fl.StringVar(&c.scope, "scope", "", "operation family, e.g. 'POST /v1/charges'")
@@ -80,7 +82,7 @@ func (c *clientFlags) check(needKey bool) error {
 // the server or a server-side failure is a runtime error, an InvalidArgument
 // answer is a usage error (the input was bad).
 func (c *clientFlags) call(ctx context.Context, fn func(context.Context, *grpc.ClientConn) error) error {
-	conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := c.dial(c.addr)
 	if err != nil {
 		return fmt.Errorf("--addr %q: %w", c.addr, err)
 	}
@@ -95,6 +97,15 @@ func (c *clientFlags) call(ctx context.Context, fn func(context.Context, *grpc.C
 		return runtimeError{err}
 	}
 	return nil
+}
+
+// dial connects to addr with the credentials of the flags.
+func (c *clientFlags) dial(addr string) (*grpc.ClientConn, error) {
+	creds, err := c.auth.dialOptions()
+	if err != nil {
+		return nil, err
+	}
+	return grpc.NewClient(addr, append(creds, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 }
 
 func addClientCommands(root *cobra.Command) {

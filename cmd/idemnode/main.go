@@ -68,7 +68,7 @@ func newRootCmd() *cobra.Command {
 			return applyEnv(cmd.Flags(), os.LookupEnv)
 		},
 	}
-	root.AddCommand(newServeCmd())
+	root.AddCommand(newServeCmd(), newAuthCmd())
 	addClientCommands(root)
 	return root
 }

@@ -48,19 +48,22 @@ type server struct {
 	t                        *testing.T
 	dataDir, logPath         string
 	grpc, raft, http, gossip string
+	args                     []string // more serve flags
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the process has exited
 	err    error         // Wait's answer, once exited is closed
 }
 
-// mustServer starts a fresh single-node server and waits until it is ready.
-// t.Cleanup kills it and reports any data race it logged.
-func mustServer(t *testing.T) *server {
+// mustServer starts a fresh single-node server, with args added to its
+// serve flags, and waits until it is ready. t.Cleanup kills it and reports
+// any data race it logged.
+func mustServer(t *testing.T, args ...string) *server {
 	t.Helper()
 	dir := t.TempDir()
 	s := &server{t: t, dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "server.log"),
-		grpc: testutil.FreeAddr(t), raft: testutil.FreeAddr(t), http: testutil.FreeAddr(t), gossip: testutil.FreeAddr(t)}
+		grpc: testutil.FreeAddr(t), raft: testutil.FreeAddr(t), http: testutil.FreeAddr(t), gossip: testutil.FreeAddr(t),
+		args: args}
 	t.Cleanup(func() {
 		s.kill()
 		if log, _ := os.ReadFile(s.logPath); bytes.Contains(log, []byte("WARNING: DATA RACE")) {
@@ -80,8 +83,8 @@ func (s *server) start() {
 		s.t.Fatalf("open server log: %v", err)
 	}
 	defer logFile.Close()
-	s.cmd = exec.Command(binary, "serve", "--node-id", "n1", "--data-dir", s.dataDir,
-		"--grpc-addr", s.grpc, "--raft-addr", s.raft, "--http-addr", s.http, "--gossip-addr", s.gossip)
+	s.cmd = exec.Command(binary, append([]string{"serve", "--node-id", "n1", "--data-dir", s.dataDir,
+		"--grpc-addr", s.grpc, "--raft-addr", s.raft, "--http-addr", s.http, "--gossip-addr", s.gossip}, s.args...)...)
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start server: %v", err)
@@ -135,11 +138,17 @@ func (s *server) restart() {
 // cli runs the binary with args and returns its stdout, stderr and exit code.
 func cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return cliIn(t, "", args...)
+}
+
+// cliIn is cli with stdin.
+func cliIn(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
 	err := cmd.Run()
 	var exit *exec.ExitError
 	switch {

@@ -48,6 +48,7 @@ type serveFlags struct {
 	minLease          time.Duration
 	minTTL            time.Duration
 	pprof             bool
+	auth              authFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -58,10 +59,14 @@ func newServeCmd() *cobra.Command {
 		Short: "Run an idemnode server",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.auth.validate(cmd.Flags(), false); err != nil {
+				return err
+			}
 			return serve(cmd.Context(), f)
 		},
 	}
 	fl := cmd.Flags()
+	f.auth.register(fl)
 	fl.StringVar(&f.nodeID, "node-id", host, "unique, stable id of this node")
 	fl.StringVar(&f.dataDir, "data-dir", "", "directory for the Raft log and snapshots (required unless --dev)")
 	fl.StringVar(&f.grpcAddr, "grpc-addr", "127.0.0.1:7400", "gRPC API listen address")
@@ -193,8 +198,15 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	limits := rpc.DefaultLimits()
 	limits.MinLease, limits.MinTTL = f.minLease, f.minTTL
+	f.auth.applyLimits(&limits)
+	unary, stream, tokens, err := f.auth.interceptors(limits.MaxTenant, log)
+	if err != nil {
+		return err
+	}
 	api := rpc.NewServer(node, limits, log, opts...)
-	g := grpc.NewServer(append(rpc.ServerOptions(), grpc.ChainUnaryInterceptor(apiMetrics.UnaryInterceptor()))...)
+	g := grpc.NewServer(append(append(rpc.ServerOptions(), limits.ServerOptions()...),
+		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{apiMetrics.UnaryInterceptor()}, unary...)...),
+		grpc.ChainStreamInterceptor(stream...))...)
 	api.Register(g)
 	errc := make(chan error, 2)
 	go func() { errc <- g.Serve(grpcLn) }()
@@ -205,6 +217,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go followReadiness(ctx, node, api)
+	reloadTokensOnSIGHUP(ctx, tokens, log)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")

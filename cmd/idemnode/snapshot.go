@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/rpc/idempb"
@@ -44,7 +43,7 @@ func newSnapshotSaveCmd() *cobra.Command {
 				return err
 			}
 			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				v, err := saveBackup(ctx, conn, args[0])
+				v, err := saveBackup(ctx, &c, conn, args[0])
 				if err != nil {
 					return err
 				}
@@ -59,13 +58,13 @@ func newSnapshotSaveCmd() *cobra.Command {
 // saveBackup asks the node for the leader, streams the backup from it into
 // FILE.partial, checks size and SHA-256 against the summary the leader sent
 // last, and only then renames it to FILE.
-func saveBackup(ctx context.Context, conn *grpc.ClientConn, file string) (backupView, error) {
+func saveBackup(ctx context.Context, c *clientFlags, conn *grpc.ClientConn, file string) (backupView, error) {
 	st, err := idempb.NewAdminClient(conn).Status(ctx, &idempb.StatusRequest{})
 	if err != nil {
 		return backupView{}, err
 	}
 	if st.State != "leader" && st.LeaderAddr != "" {
-		leader, err := grpc.NewClient(st.LeaderAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		leader, err := c.dial(st.LeaderAddr)
 		if err != nil {
 			return backupView{}, err
 		}
