@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -145,6 +146,12 @@ func TestMessageSizeLimit(t *testing.T) {
 			t.Fatalf("a 4 MiB message again: %v, want ResourceExhausted", err)
 		}
 	}
+	// Bytes that are no protobuf at all: refused, nothing stored.
+	garbage := []byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x01}
+	err = conn.Invoke(ctx, idempb.Idempotency_Claim_FullMethodName, garbage, new([]byte), grpc.ForceCodec(rawCodec{}))
+	if code := status.Code(err); code != codes.Internal || !strings.Contains(err.Error(), "unmarshal") {
+		t.Fatalf("a malformed message: %v, want the server's unmarshalling error", err)
+	}
 	if resp, err := api.Claim(ctx, &idempb.ClaimRequest{Id: tenantID("acme", "after"), Owner: "o"}); err != nil ||
 		resp.GetOutcome() != idempb.Outcome_OUTCOME_WON {
 		t.Fatalf("claim after the oversized messages: %v, %v", resp, err)
@@ -154,3 +161,14 @@ func TestMessageSizeLimit(t *testing.T) {
 		t.Fatalf("globex's record after the oversized messages: %v, %v", got, err)
 	}
 }
+
+// rawCodec sends and receives bytes as they are, to put malformed messages
+// on the wire.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return v.([]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
