@@ -70,6 +70,10 @@ func (n *Node) shouldBootstrap() bool {
 func (n *Node) bootstrapExpected() {
 	var servers []raft.Server
 	for _, m := range n.members.alive() {
+		if err := n.verifyOther(m); err != nil {
+			n.log.Warn("not bootstrapping: a server does not prove a certificate of the cluster CA", "id", m.ID, "raft", m.Raft, "err", err)
+			return
+		}
 		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.Raft)})
 	}
 	n.log.Info("bootstrapping cluster", "servers", len(servers))

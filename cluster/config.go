@@ -30,6 +30,14 @@ type Config struct {
 	// standalone node without discovery. GossipAdvertise is what peers dial.
 	GossipAddr      string
 	GossipAdvertise string
+	// GossipKeys encrypt gossip (AES-GCM, keys of 16, 24 or 32 bytes): the
+	// first encrypts, every one decrypts, so a key can be rotated in without
+	// a restart (see SetGossipKeys). Empty: plaintext gossip.
+	GossipKeys [][]byte
+	// PeerTLS, when set, runs the Raft transport over mutual TLS, and the
+	// leader adds a voter only once it proved a certificate of the cluster
+	// CA (peertls.go).
+	PeerTLS *PeerTLS
 	// GossipProfile selects memberlist timings: "lan" (default) or "local"
 	// (faster failure detection, for loopback tests).
 	GossipProfile string

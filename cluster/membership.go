@@ -52,8 +52,10 @@ type Member struct {
 // pointers to records its own goroutines keep writing, and it forgets dead
 // and left nodes after a while.
 type membership struct {
-	list   *memberlist.Memberlist
-	events chan memberlist.NodeEvent
+	list *memberlist.Memberlist
+	// keyring encrypts gossip; nil when it is plaintext.
+	keyring *memberlist.Keyring
+	events  chan memberlist.NodeEvent
 	// changed receives a signal (coalesced) after every membership change.
 	changed chan struct{}
 	stop    chan struct{}
@@ -91,7 +93,11 @@ func newMembership(cfg Config, meta memberMeta, logger *slog.Logger) (*membershi
 	if err != nil {
 		return nil, fmt.Errorf("gossip port %q: %w", portStr, err)
 	}
-	m := &membership{meta: meta, table: map[string]Member{}, events: make(chan memberlist.NodeEvent, 256),
+	keyring, err := newKeyring(cfg.GossipKeys)
+	if err != nil {
+		return nil, err
+	}
+	m := &membership{keyring: keyring, meta: meta, table: map[string]Member{}, events: make(chan memberlist.NodeEvent, 256),
 		changed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go m.consume()
 	mc := memberlist.DefaultLANConfig()
@@ -109,6 +115,9 @@ func newMembership(cfg Config, meta memberMeta, logger *slog.Logger) (*membershi
 		mc.AdvertiseAddr = ah
 		mc.AdvertisePort, _ = strconv.Atoi(ap)
 	}
+	// With a keyring, memberlist refuses plaintext both ways: a node
+	// without the key is not heard, and never hears us.
+	mc.Keyring, mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = m.keyring, true, true
 	mc.Delegate = gossipDelegate{m}
 	mc.Events = &memberlist.ChannelEventDelegate{Ch: m.events}
 	mc.Logger = log.New(levelWriter{logger.With("component", "memberlist")}, "", 0)

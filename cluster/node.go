@@ -27,6 +27,8 @@ type Node struct {
 	fsm   *trackedFSM
 	store *raftboltdb.BoltStore
 	trans *raft.NetworkTransport
+	// stream is the transport's network layer (TLS or not, see peertls.go).
+	stream raft.StreamLayer
 	// members is nil on a standalone node (no gossip address).
 	members *membership
 	// addrs resolves servers' current Raft addresses from gossip.
@@ -110,11 +112,11 @@ func (n *Node) openRaft() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("open snapshot store: %w", err)
 	}
-	stream, err := newBoundStreamLayer(n.cfg.RaftAddr, n.cfg.RaftAdvertise)
+	n.stream, err = newStreamLayer(n.cfg)
 	if err != nil {
 		return false, err
 	}
-	tc := &raft.NetworkTransportConfig{Stream: stream, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog}
+	tc := &raft.NetworkTransportConfig{Stream: n.stream, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog}
 	if n.cfg.GossipAddr != "" {
 		tc.ServerAddressProvider = &n.addrs
 	}

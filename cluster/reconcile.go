@@ -56,6 +56,10 @@ func (n *Node) reconcile() {
 }
 
 func (n *Node) addVoter(m Member) {
+	if err := n.verifyPeer(m.Raft); err != nil {
+		n.log.Warn("not adding voter: its Raft address does not prove a certificate of the cluster CA", "id", m.ID, "raft", m.Raft, "err", err)
+		return
+	}
 	n.log.Info("adding voter", "id", m.ID, "raft", m.Raft)
 	if err := n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.Raft), 0, 10*time.Second).Error(); err != nil {
 		n.log.Warn("add voter", "id", m.ID, "err", err)

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/internal/testpki"
 	"github.com/idemnode/idemnode/rpc"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
@@ -44,6 +45,9 @@ type Options struct {
 	// to every node's server. With transport credentials, Node.Client and
 	// Node.Admin cannot talk to the node: the test dials it itself.
 	ServerOptions func(*Node) []grpc.ServerOption
+	// Security, when set, runs every node with TLS on its gRPC port, mutual
+	// TLS between nodes and encrypted gossip (see security.go).
+	Security *Security
 }
 
 // Node is one in-process server.
@@ -52,6 +56,11 @@ type Node struct {
 	ID      string
 	IP      string
 	DataDir string
+	// Issuer and GossipKeys override the cluster's Security for this node
+	// (set them before it starts): a certificate from another CA, another
+	// keyring.
+	Issuer     *testpki.CA
+	GossipKeys [][]byte
 
 	mu   sync.Mutex
 	node *cluster.Node
@@ -130,6 +139,13 @@ func (c *Cluster) start(nd *Node, expect int, join []string) error {
 		Join: join, BootstrapExpect: expect,
 		ReconcileInterval: 200 * time.Millisecond,
 	}
+	w := wiring{serverOpts: rpc.ServerOptions(), apiOpts: []rpc.Option{rpc.WithForwardSource(net.ParseIP(nd.IP))},
+		clientCreds: insecure.NewCredentials()}
+	if c.opts.Security != nil {
+		if err := c.opts.Security.secure(c.t, nd, filepath.Join(c.root, nd.ID+"-tls"), &cfg, &w); err != nil {
+			return fmt.Errorf("%s: %w", nd.ID, err)
+		}
+	}
 	if c.opts.Tune != nil {
 		c.opts.Tune(&cfg)
 	}
@@ -146,15 +162,15 @@ func (c *Cluster) start(nd *Node, expect int, join []string) error {
 	if c.opts.Limits != nil {
 		limits = *c.opts.Limits
 	}
-	api := rpc.NewServer(node, limits, nil, rpc.WithForwardSource(net.ParseIP(nd.IP)))
-	opts := append(rpc.ServerOptions(), limits.ServerOptions()...)
+	api := rpc.NewServer(node, limits, nil, w.apiOpts...)
+	opts := append(w.serverOpts, limits.ServerOptions()...)
 	if c.opts.ServerOptions != nil {
 		opts = append(opts, c.opts.ServerOptions(nd)...)
 	}
 	g := grpc.NewServer(opts...)
 	api.Register(g)
 	go g.Serve(ln)
-	conn, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(w.clientCreds))
 	if err != nil {
 		return fmt.Errorf("%s: dial: %w", nd.ID, err)
 	}
@@ -253,12 +269,25 @@ func (c *Cluster) Restart(nd *Node) {
 // AddNode starts a new node that joins the running cluster.
 func (c *Cluster) AddNode() *Node {
 	c.t.Helper()
+	nd := c.NewNode()
+	c.Join(nd)
+	return nd
+}
+
+// NewNode prepares one more node without starting it, so a test can set
+// its Issuer or GossipKeys first; Join starts it.
+func (c *Cluster) NewNode() *Node {
 	nd := c.newNode(len(c.Nodes) + 1)
 	c.Nodes = append(c.Nodes, nd)
+	return nd
+}
+
+// Join starts a prepared node that joins the running cluster.
+func (c *Cluster) Join(nd *Node) {
+	c.t.Helper()
 	if err := c.start(nd, 0, c.gossipAddrs(nd)); err != nil {
 		c.t.Fatal(err)
 	}
-	return nd
 }
 
 func (c *Cluster) gossipAddrs(except *Node) []string {
