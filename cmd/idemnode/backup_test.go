@@ -64,7 +64,8 @@ func TestBackupUnderLoadRestoresIntoNewNode(t *testing.T) {
 	}
 
 	fresh := &server{t: t, dataDir: filepath.Join(t.TempDir(), "data"), logPath: filepath.Join(t.TempDir(), "log"),
-		grpc: testutil.FreeAddr(t), raft: testutil.FreeAddr(t), http: testutil.FreeAddr(t), gossip: testutil.FreeAddr(t)}
+		grpc: testutil.FreeAddr(t), raft: testutil.FreeAddr(t), http: testutil.FreeAddr(t), gossip: testutil.FreeAddr(t),
+		serveFlags: []string{"--insecure"}}
 	var restored backupJSON
 	out, stderr, code := cli(t, "snapshot", "restore", file, "--data-dir", fresh.dataDir, "--node-id", "n1", "--raft-addr", fresh.raft, "-o", "json")
 	if err := json.Unmarshal([]byte(out), &restored); code != 0 || err != nil {

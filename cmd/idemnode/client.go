@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -31,6 +31,7 @@ type clientFlags struct {
 	// consistency of reads: linearizable or stale.
 	consistencyName string
 	auth            clientAuth
+	tls             clientTLS
 }
 
 func (c *clientFlags) register(cmd *cobra.Command, withKey bool) {
@@ -39,6 +40,7 @@ func (c *clientFlags) register(cmd *cobra.Command, withKey bool) {
 	fl.StringVarP(&c.output, "output", "o", "text", "output format: text or json")
 	fl.DurationVar(&c.timeout, "timeout", 10*time.Second, "deadline of the call")
 	c.auth.register(fl)
+	c.tls.register(fl)
 	if withKey {
 		fl.StringVar(&c.tenant, "tenant", "", "tenant that owns the key")
 		fl.StringVar(&c.scope, "scope", "", "operation family, e.g. 'POST /v1/charges'")
@@ -101,11 +103,21 @@ func (c *clientFlags) call(ctx context.Context, fn func(context.Context, *grpc.C
 
 // dial connects to addr with the credentials of the flags.
 func (c *clientFlags) dial(addr string) (*grpc.ClientConn, error) {
-	creds, err := c.auth.dialOptions()
+	creds, err := c.tls.credentials()
 	if err != nil {
 		return nil, err
 	}
-	return grpc.NewClient(addr, append(creds, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	return c.dialWith(addr, creds)
+}
+
+// dialWith connects to addr over creds, sending the token flags' bearer
+// token on every call.
+func (c *clientFlags) dialWith(addr string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
+	opts, err := c.auth.dialOptions()
+	if err != nil {
+		return nil, err
+	}
+	return grpc.NewClient(addr, append(opts, grpc.WithTransportCredentials(creds))...)
 }
 
 func addClientCommands(root *cobra.Command) {

@@ -48,22 +48,30 @@ type server struct {
 	t                        *testing.T
 	dataDir, logPath         string
 	grpc, raft, http, gossip string
-	args                     []string // more serve flags
+	// serveFlags are added to serve's command line (--insecure, or the TLS
+	// flags), clientFlags to cliJSON's.
+	serveFlags, clientFlags []string
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the process has exited
 	err    error         // Wait's answer, once exited is closed
 }
 
-// mustServer starts a fresh single-node server, with args added to its
-// serve flags, and waits until it is ready. t.Cleanup kills it and reports
-// any data race it logged.
+// mustServer starts a fresh single-node plaintext server, with args added
+// to its serve flags, and waits until it is ready. t.Cleanup kills it and
+// reports any data race it logged.
 func mustServer(t *testing.T, args ...string) *server {
+	t.Helper()
+	return mustServerWith(t, append([]string{"--insecure"}, args...), nil)
+}
+
+// mustServerWith is mustServer with the given serve and client flags.
+func mustServerWith(t *testing.T, serveFlags, clientFlags []string) *server {
 	t.Helper()
 	dir := t.TempDir()
 	s := &server{t: t, dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "server.log"),
 		grpc: testutil.FreeAddr(t), raft: testutil.FreeAddr(t), http: testutil.FreeAddr(t), gossip: testutil.FreeAddr(t),
-		args: args}
+		serveFlags: serveFlags, clientFlags: clientFlags}
 	t.Cleanup(func() {
 		s.kill()
 		if log, _ := os.ReadFile(s.logPath); bytes.Contains(log, []byte("WARNING: DATA RACE")) {
@@ -84,7 +92,7 @@ func (s *server) start() {
 	}
 	defer logFile.Close()
 	s.cmd = exec.Command(binary, append([]string{"serve", "--node-id", "n1", "--data-dir", s.dataDir,
-		"--grpc-addr", s.grpc, "--raft-addr", s.raft, "--http-addr", s.http, "--gossip-addr", s.gossip}, s.args...)...)
+		"--grpc-addr", s.grpc, "--raft-addr", s.raft, "--http-addr", s.http, "--gossip-addr", s.gossip}, s.serveFlags...)...)
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start server: %v", err)
@@ -165,7 +173,7 @@ func cliIn(t *testing.T, stdin string, args ...string) (stdout, stderr string, c
 // code want, and decodes stdout into v.
 func (s *server) cliJSON(want int, v any, args ...string) {
 	s.t.Helper()
-	args = append(args, "--addr", s.grpc, "-o", "json")
+	args = append(append(args, "--addr", s.grpc, "-o", "json"), s.clientFlags...)
 	stdout, stderr, code := cli(s.t, args...)
 	if code != want {
 		s.t.Fatalf("idemnode %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, want, stdout, stderr)

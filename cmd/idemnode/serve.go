@@ -49,6 +49,7 @@ type serveFlags struct {
 	minTTL            time.Duration
 	pprof             bool
 	auth              authFlags
+	tls               tlsFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -91,6 +92,7 @@ func newServeCmd() *cobra.Command {
 	fl.DurationVar(&f.minLease, "min-lease", time.Second, "smallest lease a claim may ask for")
 	fl.DurationVar(&f.minTTL, "min-ttl", time.Minute, "smallest TTL a claim may ask for")
 	fl.BoolVar(&f.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on --http-addr")
+	f.tls.register(fl)
 	// Fault injection, for the jepsen harness only: hidden and off by default.
 	fl.DurationVar(&f.clockOffset, "fault-clock-offset", 0, "FAULT INJECTION: shift this node's clock")
 	fl.StringVar(&f.faultStallFile, "fault-disk-stall-file", "", "FAULT INJECTION: Raft log writes block while this file exists")
@@ -123,7 +125,7 @@ func (f *serveFlags) validate() error {
 	if f.expiryInterval <= 0 {
 		return fmt.Errorf("--expiry-interval must be positive, got %s", f.expiryInterval)
 	}
-	return nil
+	return f.tls.check(f.gossipAddr != "", f.dev)
 }
 
 func newLogger(level, format string) (*slog.Logger, error) {
@@ -151,6 +153,10 @@ func serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	sec, err := loadSecurity(f.tls, f.gossipAddr != "", log)
+	if err != nil {
+		return err
+	}
 	grpcLn, err := net.Listen("tcp", f.grpcAddr)
 	if err != nil {
 		return runtimeError{fmt.Errorf("listen grpc: %w", err)}
@@ -167,6 +173,8 @@ func serve(ctx context.Context, f serveFlags) error {
 		GossipAddr:         f.gossipAddr,
 		GossipAdvertise:    f.gossipAdvertise,
 		GossipProfile:      f.gossipProfile,
+		GossipKeys:         sec.gossipKeys,
+		PeerTLS:            sec.peerTLS(),
 		Join:               f.join,
 		BootstrapExpect:    f.bootstrapExpect,
 		DeadServerCleanup:  f.deadCleanup,
@@ -188,6 +196,7 @@ func serve(ctx context.Context, f serveFlags) error {
 
 	apiMetrics := rpc.NewMetrics(reg)
 	opts := []rpc.Option{rpc.WithForwardSource(grpcLn.Addr().(*net.TCPAddr).IP), rpc.WithMetrics(apiMetrics, reg)}
+	opts = append(opts, sec.rpcOptions()...)
 	if f.faultBug != "" {
 		bug, err := rpc.WithPlantedBug(f.faultBug)
 		if err != nil {
@@ -204,7 +213,8 @@ func serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	api := rpc.NewServer(node, limits, log, opts...)
-	g := grpc.NewServer(append(append(rpc.ServerOptions(), limits.ServerOptions()...),
+	serverOpts := append(append(rpc.ServerOptions(), sec.serverOptions()...), limits.ServerOptions()...)
+	g := grpc.NewServer(append(serverOpts,
 		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{apiMetrics.UnaryInterceptor()}, unary...)...),
 		grpc.ChainStreamInterceptor(stream...))...)
 	api.Register(g)
@@ -213,11 +223,12 @@ func serve(ctx context.Context, f serveFlags) error {
 	httpSrv := startHTTP(f.httpAddr, httpHandler(node, reg, f.pprof), errc)
 
 	log.Info("idemnode serving", "node", f.nodeID, "grpc", grpcLn.Addr().String(), "raft", node.RaftAddr(),
-		"http", f.httpAddr, "data", f.dataDir)
+		"http", f.httpAddr, "data", f.dataDir, "tls", sec.node != nil)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go followReadiness(ctx, node, api)
 	reloadTokensOnSIGHUP(ctx, tokens, log)
+	go sec.watch(ctx, node, log)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")

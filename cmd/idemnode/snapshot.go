@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/rpc/idempb"
@@ -42,8 +43,12 @@ func newSnapshotSaveCmd() *cobra.Command {
 			if err := c.check(false); err != nil {
 				return err
 			}
+			leaderCreds, err := c.tls.leaderCredentials()
+			if err != nil {
+				return err
+			}
 			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				v, err := saveBackup(ctx, &c, conn, args[0])
+				v, err := saveBackup(ctx, &c, conn, args[0], leaderCreds)
 				if err != nil {
 					return err
 				}
@@ -58,13 +63,13 @@ func newSnapshotSaveCmd() *cobra.Command {
 // saveBackup asks the node for the leader, streams the backup from it into
 // FILE.partial, checks size and SHA-256 against the summary the leader sent
 // last, and only then renames it to FILE.
-func saveBackup(ctx context.Context, c *clientFlags, conn *grpc.ClientConn, file string) (backupView, error) {
+func saveBackup(ctx context.Context, c *clientFlags, conn *grpc.ClientConn, file string, leaderCreds credentials.TransportCredentials) (backupView, error) {
 	st, err := idempb.NewAdminClient(conn).Status(ctx, &idempb.StatusRequest{})
 	if err != nil {
 		return backupView{}, err
 	}
 	if st.State != "leader" && st.LeaderAddr != "" {
-		leader, err := c.dial(st.LeaderAddr)
+		leader, err := c.dialWith(st.LeaderAddr, leaderCreds)
 		if err != nil {
 			return backupView{}, err
 		}
