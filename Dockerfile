@@ -8,7 +8,10 @@
 #   scripts/docker-image.sh [TAG]      # default tag idemnode:dev
 #
 # Without arguments the container runs a single node with its data in the
-# /data volume; a cluster passes its own `serve` flags (see
+# /data volume, once told how to secure it: TLS flags for mounted
+# certificates (docs/SECURITY.md), or IDEMNODE_INSECURE=true to serve in
+# plaintext (`docker run -e IDEMNODE_INSECURE=true idemnode:dev`); without
+# either it refuses to start. A cluster passes its own `serve` flags (see
 # docker-compose.yml and charts/idemnode).
 FROM scratch
 

@@ -63,10 +63,14 @@ func TestDefaultRender(t *testing.T) {
 			t.Errorf("arg %s%s, want %s", prefix, got, want)
 		}
 	}
-	for _, prefix := range []string{"--tls-", "--gossip-key-file"} {
+	for _, prefix := range []string{"--tls-", "--peer-", "--gossip-key"} {
 		if a, ok := hasArg(c, prefix); ok {
 			t.Errorf("TLS is off but the args carry %s%s", prefix, a)
 		}
+	}
+	// Plaintext only when asked: TLS off is passed as --insecure.
+	if !slices.Contains(c.Args, "--insecure") {
+		t.Errorf("TLS is off but the args lack --insecure (the server would refuse to start): %v", c.Args)
 	}
 	envNames := map[string]string{}
 	for _, e := range c.Env {
@@ -267,11 +271,12 @@ func TestReplicaCounts(t *testing.T) {
 }
 
 func TestTLSAndGossipKeySecrets(t *testing.T) {
-	m := render(t, "tls.enabled=true", "tls.secretName=idem-tls", "tls.clientCA.enabled=true",
+	m := render(t, "tls.enabled=true", "tls.secretName=idem-tls", "tls.clientCA.enabled=true", "tls.clientCA.secretName=idem-clients",
 		"gossipEncryption.enabled=true", "gossipEncryption.secretName=idem-gossip")
 	c, spec := m.container(t), m.sts.Spec.Template.Spec
 	for _, want := range []struct{ volume, secret, mount string }{
 		{"tls", "idem-tls", "/etc/idemnode/tls"},
+		{"client-ca", "idem-clients", "/etc/idemnode/client-ca"},
 		{"gossip-key", "idem-gossip", "/etc/idemnode/gossip"},
 	} {
 		i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == want.volume })
@@ -296,17 +301,28 @@ func TestTLSAndGossipKeySecrets(t *testing.T) {
 	for prefix, want := range map[string]string{
 		"--tls-cert=":        "/etc/idemnode/tls/tls.crt",
 		"--tls-key=":         "/etc/idemnode/tls/tls.key",
-		"--tls-client-ca=":   "/etc/idemnode/tls/ca.crt",
+		"--peer-ca=":         "/etc/idemnode/tls/ca.crt",
+		"--tls-client-ca=":   "/etc/idemnode/client-ca/ca.crt",
 		"--gossip-key-file=": "/etc/idemnode/gossip/gossip.key",
 	} {
 		if got, ok := hasArg(c, prefix); !ok || got != want {
 			t.Errorf("arg %s%s, want %s", prefix, got, want)
 		}
 	}
+	if slices.Contains(c.Args, "--insecure") {
+		t.Errorf("TLS is on but the args carry --insecure: %v", c.Args)
+	}
 	// TLS without client certificates.
-	c = render(t, "tls.enabled=true", "tls.secretName=idem-tls").container(t)
+	m = render(t, "tls.enabled=true", "tls.secretName=idem-tls", "gossipEncryption.enabled=true", "gossipEncryption.secretName=idem-gossip")
+	c = m.container(t)
 	if a, ok := hasArg(c, "--tls-client-ca"); ok {
 		t.Errorf("client CA rendered while off: %s", a)
+	}
+	if slices.ContainsFunc(m.sts.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "client-ca" }) {
+		t.Error("client CA volume rendered while off")
+	}
+	if got, ok := hasArg(c, "--peer-ca="); !ok || got != "/etc/idemnode/tls/ca.crt" {
+		t.Errorf("--peer-ca=%s, want the cluster CA of the TLS Secret", got)
 	}
 }
 
@@ -375,12 +391,19 @@ func TestRefusedConfigurations(t *testing.T) {
 		{[]string{"tls.enabled=true", "tls.secretName=s", "tls.certKey="}, "tls.certKey or tls.keyKey is empty"},
 		{[]string{"tls.secretName=s"}, "tls.enabled is false"},
 		{[]string{"tls.clientCA.enabled=true"}, "client certificates need TLS"},
-		{[]string{"tls.enabled=true", "tls.secretName=s", "tls.clientCA.enabled=true", "tls.clientCA.key="}, "tls.clientCA.key is empty"},
+		{[]string{"tls.enabled=true", "tls.secretName=s", "tls.caKey="}, "tls.caKey is empty"},
+		{[]string{"tls.enabled=true", "tls.secretName=s", "tls.clientCA.enabled=true"}, "tls.clientCA.secretName is empty"},
+		{[]string{"tls.enabled=true", "tls.secretName=s", "tls.clientCA.enabled=true", "tls.clientCA.secretName=c", "tls.clientCA.key="}, "tls.clientCA.key is empty"},
+		{[]string{"tls.clientCA.secretName=c"}, "tls.clientCA.enabled is false"},
+		{[]string{"tls.enabled=true", "tls.secretName=s"}, "gossipEncryption.enabled is false: gossip would stay plaintext"},
+		{[]string{"gossipEncryption.enabled=true", "gossipEncryption.secretName=g"}, "tls.enabled is false: Raft and the API would stay plaintext"},
 		{[]string{"gossipEncryption.enabled=true"}, "gossipEncryption.secretName is empty"},
 		{[]string{"gossipEncryption.secretName=g"}, "gossipEncryption.enabled is false"},
 		{[]string{"podAntiAffinity.type=sometimes"}, "podAntiAffinity.type must be"},
 		{[]string{"terminationGracePeriodSeconds=10"}, "terminationGracePeriodSeconds"},
 		{[]string{"config.join=x:7402"}, "config.join is set by the chart"},
+		{[]string{"config.insecure=true"}, "config.insecure is set by the chart"},
+		{[]string{"config.gossip-key=abc"}, "config.gossip-key is set by the chart"},
 	} {
 		out, err := helmTemplate(t, tc.set...)
 		if err == nil {

@@ -47,4 +47,18 @@
 // The low-level calls (Claim, Complete, Release, Extend, Get, Wait) map one
 // to one onto the idem.v1 API; refusals such as MISMATCH and FENCED are
 // outcomes in their results, not errors.
+//
+// # Transport security
+//
+// A cluster serves TLS (docs/SECURITY.md); give the client the CA that
+// signed the servers' certificates, and a client certificate when the
+// servers require one:
+//
+//	cfg := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}
+//	c, err := client.New(client.Config{Addrs: addrs, TransportCredentials: credentials.NewTLS(cfg)})
+//
+// Leave ServerName empty: each node is dialled by the address it advertises
+// (--grpc-advertise), with that host as the expected name, so every server's
+// certificate must name its own advertised address. Without credentials the
+// client speaks plaintext, for a node started with --dev or --insecure.
 package client

@@ -4,6 +4,8 @@
 #   scripts/cluster.sh status      show every node's status
 #   scripts/cluster.sh down        stop exactly the processes `up` started
 # Data and logs live under ./idemnode-cluster/ (IDEMNODE_CLUSTER_DIR overrides).
+# The nodes run with --insecure: plaintext, on loopback only (docs/SECURITY.md
+# shows a cluster with TLS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${IDEMNODE_CLUSTER_DIR:-$PWD/idemnode-cluster}"
@@ -30,7 +32,7 @@ up() {
 		# Every node runs the same command line but for its own addresses.
 		nohup "$bin" serve --node-id "node$i" --data-dir "$dir/node$i/data" \
 			--grpc-addr "$ip:7400" --raft-addr "$ip:7401" --gossip-addr "$ip:7402" --http-addr "$ip:7403" \
-			--bootstrap-expect "$n" ${peers:+--join "$peers"} \
+			--bootstrap-expect "$n" ${peers:+--join "$peers"} --insecure \
 			>"$dir/node$i/log" 2>&1 &
 		echo $! >"$dir/node$i/pid"
 	done

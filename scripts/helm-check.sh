@@ -34,7 +34,7 @@ fi
 export PATH="$bindir:$PATH"
 
 tls_on=(--set tls.enabled=true --set tls.secretName=idemnode-tls --set tls.clientCA.enabled=true
-	--set gossipEncryption.enabled=true --set gossipEncryption.secretName=idemnode-gossip)
+	--set tls.clientCA.secretName=idemnode-client-ca --set gossipEncryption.enabled=true --set gossipEncryption.secretName=idemnode-gossip)
 
 echo "== helm lint"
 helm lint --strict --kube-version "$kube_version" "$chart"
@@ -54,10 +54,11 @@ for replicas in 3 5; do
 		grep -q "IDEMNODE_BOOTSTRAP_EXPECT: \"$replicas\"" "$f" ||
 			{ echo "replicas=$replicas tls=$tls: bootstrap-expect is not $replicas" >&2; exit 1; }
 		if [[ "$tls" == on ]]; then
-			grep -q -- '--tls-cert=/etc/idemnode/tls/tls.crt' "$f" && grep -q 'defaultMode: 0400' "$f" ||
-				{ echo "replicas=$replicas tls=on: TLS flags or 0400 Secret mount missing" >&2; exit 1; }
-		elif grep -q -- '--tls-' "$f"; then
-			echo "replicas=$replicas tls=off: TLS flags rendered" >&2; exit 1
+			grep -q -- '--tls-cert=/etc/idemnode/tls/tls.crt' "$f" && grep -q -- '--peer-ca=/etc/idemnode/tls/ca.crt' "$f" &&
+				grep -q 'defaultMode: 0400' "$f" && ! grep -q -- '- --insecure' "$f" ||
+				{ echo "replicas=$replicas tls=on: TLS flags or 0400 Secret mount missing, or --insecure rendered" >&2; exit 1; }
+		elif grep -q -- '--tls-' "$f" || ! grep -q -- '- --insecure' "$f"; then
+			echo "replicas=$replicas tls=off: TLS flags rendered, or --insecure missing" >&2; exit 1
 		fi
 		echo "replicas=$replicas tls=$tls: ${kinds%, }"
 	done
@@ -76,6 +77,7 @@ refuse() { # refuse WANT ARGS...: the render must fail and say WANT
 refuse "replicas must be odd" --set replicas=4
 refuse "tls.secretName is empty" --set tls.enabled=true
 refuse "tls.enabled is false" --set tls.secretName=idemnode-tls
+refuse "gossipEncryption.enabled is false" --set tls.enabled=true --set tls.secretName=idemnode-tls
 refuse "lower than replicas" --set replicas=5 --set bootstrapExpect=3
 
 echo "== go test ./charts"

@@ -111,8 +111,17 @@ cluster or would run half-secured. It renders nothing.
 {{- if or (not $v.tls.certKey) (not $v.tls.keyKey) }}
 {{- fail "tls.enabled is true but tls.certKey or tls.keyKey is empty: name the Secret's keys for the certificate and the private key" }}
 {{- end }}
+{{- if not $v.tls.caKey }}
+{{- fail "tls.enabled is true but tls.caKey is empty: name the Secret's key holding the cluster CA (ca.crt with cert-manager)" }}
+{{- end }}
+{{- if and $v.tls.clientCA.enabled (not $v.tls.clientCA.secretName) }}
+{{- fail "tls.clientCA.enabled is true but tls.clientCA.secretName is empty: name the Secret that holds the client CA (a CA of its own, not the cluster CA)" }}
+{{- end }}
 {{- if and $v.tls.clientCA.enabled (not $v.tls.clientCA.key) }}
 {{- fail "tls.clientCA.enabled is true but tls.clientCA.key is empty: name the Secret's key holding the CA bundle" }}
+{{- end }}
+{{- if not $v.gossipEncryption.enabled }}
+{{- fail "tls.enabled is true but gossipEncryption.enabled is false: gossip would stay plaintext; enable both, or neither for a plaintext development cluster" }}
 {{- end }}
 {{- else }}
 {{- if $v.tls.secretName }}
@@ -122,12 +131,18 @@ cluster or would run half-secured. It renders nothing.
 {{- fail "tls.clientCA.enabled is true but tls.enabled is false: client certificates need TLS" }}
 {{- end }}
 {{- end }}
+{{- if and $v.tls.clientCA.secretName (not $v.tls.clientCA.enabled) }}
+{{- fail (printf "tls.clientCA.secretName is %q but tls.clientCA.enabled is false: set tls.clientCA.enabled=true, or clear tls.clientCA.secretName" $v.tls.clientCA.secretName) }}
+{{- end }}
 {{- if $v.gossipEncryption.enabled }}
 {{- if not $v.gossipEncryption.secretName }}
 {{- fail "gossipEncryption.enabled is true but gossipEncryption.secretName is empty: name the Secret that holds the gossip key" }}
 {{- end }}
 {{- if not $v.gossipEncryption.secretKey }}
 {{- fail "gossipEncryption.enabled is true but gossipEncryption.secretKey is empty: name the Secret's key holding the gossip key" }}
+{{- end }}
+{{- if not $v.tls.enabled }}
+{{- fail "gossipEncryption.enabled is true but tls.enabled is false: Raft and the API would stay plaintext; enable both, or neither for a plaintext development cluster" }}
 {{- end }}
 {{- else if $v.gossipEncryption.secretName }}
 {{- fail (printf "gossipEncryption.secretName is %q but gossipEncryption.enabled is false: set gossipEncryption.enabled=true, or clear gossipEncryption.secretName" $v.gossipEncryption.secretName) }}
@@ -145,7 +160,7 @@ cluster or would run half-secured. It renders nothing.
 {{- fail (printf "terminationGracePeriodSeconds (%d) must be at least preStopSleepSeconds + 15 (%d): SIGTERM needs time to transfer leadership, leave and drain" (int $v.terminationGracePeriodSeconds) (add (int $v.preStopSleepSeconds) 15)) }}
 {{- end }}
 {{- range $flag, $_ := $v.config }}
-{{- if has $flag (list "node-id" "data-dir" "grpc-addr" "grpc-advertise" "raft-addr" "raft-advertise" "gossip-addr" "gossip-advertise" "http-addr" "join" "bootstrap-expect" "log-level" "log-format" "dev") }}
+{{- if has $flag (list "node-id" "data-dir" "grpc-addr" "grpc-advertise" "raft-addr" "raft-advertise" "gossip-addr" "gossip-advertise" "http-addr" "join" "bootstrap-expect" "log-level" "log-format" "dev" "insecure" "tls-cert" "tls-key" "tls-client-ca" "peer-ca" "peer-cert" "peer-key" "gossip-key" "gossip-key-file") }}
 {{- fail (printf "config.%s is set by the chart; use its own value instead (see values.yaml)" $flag) }}
 {{- end }}
 {{- if hasPrefix "IDEMNODE_" $flag }}
