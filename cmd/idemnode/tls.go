@@ -111,7 +111,7 @@ type security struct {
 	flags      tlsFlags
 	node       *tlsconfig.Node // nil: the gRPC port is plaintext
 	gossipKeys [][]byte        // nil: gossip is plaintext
-	// gossipFile is the key file's content when last applied.
+	// gossipFile is the key file's content when last read.
 	gossipFile []byte
 }
 
