@@ -122,7 +122,7 @@ start_cluster() {
 		"$WORK/bin/idemnode" serve --node-id "node$((i + 1))" --data-dir "$dir/node$((i + 1))/data" \
 			--grpc-addr "${IPS[$i]}:7400" --raft-addr "${IPS[$i]}:7401" --gossip-addr "${IPS[$i]}:7402" \
 			--http-addr "${IPS[$i]}:7403" --bootstrap-expect 3 --join "$(IFS=,; echo "${peers[*]}")" \
-			--log-level warn "${SERVE_EXTRA[@]}" >"$dir/node$((i + 1))/log" 2>&1 &
+			--log-level warn --insecure "${SERVE_EXTRA[@]}" >"$dir/node$((i + 1))/log" 2>&1 & # plaintext, like the etcd it is compared with
 		NODE_PIDS+=($!)
 	done
 	local ready pid
