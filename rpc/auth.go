@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
+	"github.com/idemnode/idemnode/internal/tlsconfig"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -140,6 +141,7 @@ const (
 	classTenant                    // Idempotency: the request's tenant must be the caller's
 	classStatus                    // any identity; the answer is redacted for non-admins
 	classAdmin                     // admin identities only
+	classPeer                      // other idemnode nodes only (forwarding)
 )
 
 func classOf(fullMethod string) methodClass {
@@ -151,6 +153,9 @@ func classOf(fullMethod string) methodClass {
 		return classTenant
 	case fullMethod == idempb.Admin_Status_FullMethodName:
 		return classStatus
+	case service == "idem.v1.Forward":
+		// Forwarded calls run without the tenant rule: the origin applied it.
+		return classPeer
 	}
 	// The Admin service, and any service added later: closed by default.
 	return classAdmin
@@ -209,6 +214,10 @@ func (a *Authenticator) admit(ctx context.Context, class methodClass) (context.C
 		ctx = WithIdentity(ctx, id)
 		ctx = passToken(ctx)
 	}
+	if class == classPeer && !id.Peer {
+		return ctx, id, &authError{codes.PermissionDenied, ReasonPeerRequired,
+			"only another idemnode node (a certificate of the cluster CA, or one named by --auth-peer) may forward calls"}
+	}
 	if class == classAdmin && !id.Admin {
 		return ctx, id, &authError{codes.PermissionDenied, ReasonAdminRequired,
 			fmt.Sprintf("this call needs an admin identity; tenant %q is not one", id.Tenant)}
@@ -223,7 +232,7 @@ func (a *Authenticator) admit(ctx context.Context, class methodClass) (context.C
 // worth reporting.
 func (a *Authenticator) authenticate(ctx context.Context) (Identity, error) {
 	cert := verifiedCert(ctx)
-	if cert != nil && a.isPeer(cert) {
+	if fromPeerNode(ctx) || cert != nil && a.isPeer(cert) {
 		return Identity{Peer: true, Admin: true, Via: "peer"}, nil
 	}
 	token, present, err := bearerToken(ctx)
@@ -274,6 +283,17 @@ func verifiedCert(ctx context.Context) *x509.Certificate {
 		return nil
 	}
 	return info.State.PeerCertificates[0]
+}
+
+// fromPeerNode reports whether the call came over a connection another
+// node opened with the cluster CA's mutual TLS (see tlsconfig.IsPeer).
+func fromPeerNode(ctx context.Context) bool {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return false
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	return ok && tlsconfig.IsPeer(info.State)
 }
 
 // authorizationKey is the metadata key of bearer tokens (gRPC lower-cases

@@ -266,6 +266,38 @@ func TestAuthenticatedAPI(t *testing.T) {
 			&idempb.ClaimRequest{Id: tenantID("acme", "forged"), Owner: "o"})
 		checkDenied(t, "forwarded header naming another tenant", err, codes.PermissionDenied, ReasonTenantMismatch)
 	})
+	t.Run("forwarding stream needs a peer", func(t *testing.T) {
+		forward := func(c *caller, key string) error {
+			stream, err := idempb.NewForwardClient(c.conn).Calls(ctx)
+			if err != nil {
+				return err
+			}
+			if err := stream.Send(&idempb.ForwardBatch{Calls: []*idempb.ForwardCall{{Id: 1,
+				Request: &idempb.ForwardCall_Claim{Claim: &idempb.ClaimRequest{Id: tenantID("acme", key), Owner: "o"}}}}}); err != nil {
+				return err
+			}
+			r, err := stream.Recv()
+			if err != nil {
+				return err
+			}
+			return replyError(r.GetReplies()[0])
+		}
+		// Even an admin token cannot forward: forwarded calls skip the
+		// tenant rule, so only nodes may send them.
+		for who, c := range map[string]*caller{"tenant": s.withToken(t, tokenGlobex), "admin": s.withToken(t, tokenOps)} {
+			checkDenied(t, who+" forwarding", forward(c, "fwd-"+who), codes.PermissionDenied, ReasonPeerRequired)
+			if _, ok := s.node.Machine().Get(fsmKey("acme", "fwd-"+who)); ok {
+				t.Fatalf("a call forwarded by a %s was applied", who)
+			}
+		}
+		peerCert := s.ca.issue(t, func(c *x509.Certificate) { c.Subject.CommonName = "node-2" })
+		if err := forward(s.withCert(t, peerCert), "fwd-peer"); err != nil {
+			t.Fatalf("a peer forwarding: %v", err)
+		}
+		if _, ok := s.node.Machine().Get(fsmKey("acme", "fwd-peer")); !ok {
+			t.Fatal("the peer's forwarded claim was not applied")
+		}
+	})
 	t.Run("peer certificate", func(t *testing.T) {
 		peerCert := s.ca.issue(t, func(c *x509.Certificate) { c.Subject.CommonName = "node-2" })
 		p := s.withCert(t, peerCert)

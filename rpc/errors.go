@@ -34,6 +34,7 @@ const (
 	ReasonUnauthenticated = "UNAUTHENTICATED"
 	ReasonTenantMismatch  = "TENANT_MISMATCH"
 	ReasonAdminRequired   = "ADMIN_REQUIRED"
+	ReasonPeerRequired    = "PEER_REQUIRED"
 	// Limits of a tenant (ratelimit.go, quota.go); both carry a RetryInfo.
 	ReasonRateLimited   = "RATE_LIMITED"
 	ReasonQuotaExceeded = "QUOTA_EXCEEDED"

@@ -60,7 +60,7 @@ func newServeCmd() *cobra.Command {
 		Short: "Run an idemnode server",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.auth.validate(cmd.Flags(), false); err != nil {
+			if err := f.auth.validate(cmd.Flags(), f.tls.clientCA != ""); err != nil {
 				return err
 			}
 			return serve(cmd.Context(), f)
