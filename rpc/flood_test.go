@@ -37,7 +37,9 @@ func floodCluster(t *testing.T) *testcluster.Cluster {
 	tokens := testcluster.Tokens(t, map[string]string{"noisy-token-0123456789": "noisy", "quiet-token-0123456789": "quiet"})
 	limits := rpc.DefaultLimits()
 	limits.TenantMaxKeys, limits.TenantMaxBytes, limits.QuotaRetryAfter = floodKeys, floodBytes, time.Second
+	// Plaintext with tokens: nodes forward unary, with the caller's token.
 	return testcluster.Start(t, 3, testcluster.Options{Subnet: 120, Limits: &limits,
+		APIOptions: []rpc.Option{rpc.WithUnaryForwarding()},
 		ServerOptions: func(*testcluster.Node) []grpc.ServerOption {
 			auth, err := rpc.NewAuthenticator(rpc.AuthConfig{Tokens: tokens})
 			if err != nil {

@@ -37,6 +37,10 @@ type forwarder struct {
 	dialer net.Dialer
 	// creds secure connections to other nodes; nil means plaintext.
 	creds credentials.TransportCredentials
+	// unaryOnly forwards every call as its own unary RPC carrying the
+	// caller's credentials, for clusters whose nodes cannot prove to each
+	// other that they are peers (authentication without peer TLS).
+	unaryOnly bool
 
 	// mu guards conns and links.
 	mu    sync.Mutex
@@ -156,6 +160,22 @@ func (s *Server) forwardCall(ctx context.Context, addr string, c *idempb.Forward
 		return nil, err
 	}
 	return l.call(ctx, c)
+}
+
+// viaStream returns routed's remote step for a call that travels over the
+// forwarding stream as call() and comes back as pick of the reply; with
+// unary forwarding it takes the unary RPC instead.
+func viaStream[T any](s *Server, call func() *idempb.ForwardCall, pick func(*idempb.ForwardReply) T,
+	unary func(context.Context, idempb.IdempotencyClient) (T, error)) func(context.Context, string) (T, error) {
+	if s.fwd.unaryOnly {
+		return viaUnary(s, func(ctx context.Context, c *grpc.ClientConn) (T, error) {
+			return unary(ctx, idempb.NewIdempotencyClient(c))
+		})
+	}
+	return func(ctx context.Context, addr string) (T, error) {
+		r, err := s.forwardCall(ctx, addr, call())
+		return pick(r), err
+	}
 }
 
 // viaUnary adapts a unary call on the connection to the leader into

@@ -30,10 +30,11 @@ func (s *Server) Claim(ctx context.Context, req *idempb.ClaimRequest) (*idempb.C
 			return nil, err
 		}
 		return claimResponse(res), nil
-	}, func(ctx context.Context, addr string) (*idempb.ClaimResponse, error) {
-		r, err := s.forwardCall(ctx, addr, &idempb.ForwardCall{Request: &idempb.ForwardCall_Claim{Claim: req}})
-		return r.GetClaim(), err
-	})
+	}, viaStream(s, func() *idempb.ForwardCall {
+		return &idempb.ForwardCall{Request: &idempb.ForwardCall_Claim{Claim: req}}
+	}, (*idempb.ForwardReply).GetClaim, func(ctx context.Context, c idempb.IdempotencyClient) (*idempb.ClaimResponse, error) {
+		return c.Claim(ctx, req)
+	}))
 	s.countClaim(ctx, resp)
 	return resp, err
 }
@@ -51,10 +52,11 @@ func (s *Server) Complete(ctx context.Context, req *idempb.CompleteRequest) (*id
 			return nil, err
 		}
 		return &idempb.CompleteResponse{Outcome: outcomeOf(res.Outcome)}, nil
-	}, func(ctx context.Context, addr string) (*idempb.CompleteResponse, error) {
-		r, err := s.forwardCall(ctx, addr, &idempb.ForwardCall{Request: &idempb.ForwardCall_Complete{Complete: req}})
-		return r.GetComplete(), err
-	})
+	}, viaStream(s, func() *idempb.ForwardCall {
+		return &idempb.ForwardCall{Request: &idempb.ForwardCall_Complete{Complete: req}}
+	}, (*idempb.ForwardReply).GetComplete, func(ctx context.Context, c idempb.IdempotencyClient) (*idempb.CompleteResponse, error) {
+		return c.Complete(ctx, req)
+	}))
 }
 
 // Release deletes a PENDING record so the next claim re-executes.
@@ -69,10 +71,11 @@ func (s *Server) Release(ctx context.Context, req *idempb.ReleaseRequest) (*idem
 			return nil, err
 		}
 		return &idempb.ReleaseResponse{Outcome: outcomeOf(res.Outcome)}, nil
-	}, func(ctx context.Context, addr string) (*idempb.ReleaseResponse, error) {
-		r, err := s.forwardCall(ctx, addr, &idempb.ForwardCall{Request: &idempb.ForwardCall_Release{Release: req}})
-		return r.GetRelease(), err
-	})
+	}, viaStream(s, func() *idempb.ForwardCall {
+		return &idempb.ForwardCall{Request: &idempb.ForwardCall_Release{Release: req}}
+	}, (*idempb.ForwardReply).GetRelease, func(ctx context.Context, c idempb.IdempotencyClient) (*idempb.ReleaseResponse, error) {
+		return c.Release(ctx, req)
+	}))
 }
 
 // Extend pushes the holder's lease.
@@ -91,10 +94,11 @@ func (s *Server) Extend(ctx context.Context, req *idempb.ExtendRequest) (*idempb
 			out.LeaseExpiresAt = timestamp(res.Record.LeaseExpiresAt)
 		}
 		return out, nil
-	}, func(ctx context.Context, addr string) (*idempb.ExtendResponse, error) {
-		r, err := s.forwardCall(ctx, addr, &idempb.ForwardCall{Request: &idempb.ForwardCall_Extend{Extend: req}})
-		return r.GetExtend(), err
-	})
+	}, viaStream(s, func() *idempb.ForwardCall {
+		return &idempb.ForwardCall{Request: &idempb.ForwardCall_Extend{Extend: req}}
+	}, (*idempb.ForwardReply).GetExtend, func(ctx context.Context, c idempb.IdempotencyClient) (*idempb.ExtendResponse, error) {
+		return c.Extend(ctx, req)
+	}))
 }
 
 // Get returns the record as it is: OK with the record, or NOT_FOUND. A
@@ -114,10 +118,11 @@ func (s *Server) Get(ctx context.Context, req *idempb.GetRequest) (*idempb.GetRe
 			return &idempb.GetResponse{Outcome: idempb.Outcome_OUTCOME_NOT_FOUND}, nil
 		}
 		return &idempb.GetResponse{Outcome: idempb.Outcome_OUTCOME_OK, Record: recordOf(r)}, nil
-	}, func(ctx context.Context, addr string) (*idempb.GetResponse, error) {
-		r, err := s.forwardCall(ctx, addr, &idempb.ForwardCall{Request: &idempb.ForwardCall_Get{Get: req}})
-		return r.GetGet(), err
-	})
+	}, viaStream(s, func() *idempb.ForwardCall {
+		return &idempb.ForwardCall{Request: &idempb.ForwardCall_Get{Get: req}}
+	}, (*idempb.ForwardReply).GetGet, func(ctx context.Context, c idempb.IdempotencyClient) (*idempb.GetResponse, error) {
+		return c.Get(ctx, req)
+	}))
 }
 
 // readBarrier makes the following local read linearizable unless the

@@ -84,6 +84,14 @@ func WithPeerCredentials(creds credentials.TransportCredentials) Option {
 	return func(s *Server) { s.fwd.creds = creds }
 }
 
+// WithUnaryForwarding forwards each call to the leader as its own unary
+// RPC with the caller's bearer token, which the leader checks again. Use it
+// when authentication is on but nodes have no peer TLS to prove to each
+// other who they are: the forwarding stream is open to peers only.
+func WithUnaryForwarding() Option {
+	return func(s *Server) { s.fwd.unaryOnly = true }
+}
+
 // NewServer returns a server over backend.
 func NewServer(backend Backend, limits Limits, log *slog.Logger, opts ...Option) *Server {
 	if log == nil {

@@ -196,7 +196,7 @@ func serve(ctx context.Context, f serveFlags) error {
 
 	apiMetrics := rpc.NewMetrics(reg)
 	opts := []rpc.Option{rpc.WithForwardSource(grpcLn.Addr().(*net.TCPAddr).IP), rpc.WithMetrics(apiMetrics, reg)}
-	opts = append(opts, sec.rpcOptions()...)
+	opts = append(opts, sec.rpcOptions(f.auth.enabled)...)
 	if f.faultBug != "" {
 		bug, err := rpc.WithPlantedBug(f.faultBug)
 		if err != nil {

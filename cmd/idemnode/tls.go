@@ -172,8 +172,13 @@ func (s *security) serverOptions() []grpc.ServerOption {
 }
 
 // rpcOptions secure forwarding to the leader with the peer certificate.
-func (s *security) rpcOptions() []rpc.Option {
+func (s *security) rpcOptions(auth bool) []rpc.Option {
 	if s.node == nil || !s.node.PeerTLS() {
+		if auth {
+			// Nodes cannot prove to each other that they are peers, so
+			// each forwarded call carries its caller's token instead.
+			return []rpc.Option{rpc.WithUnaryForwarding()}
+		}
 		return nil
 	}
 	return []rpc.Option{rpc.WithPeerCredentials(credentials.NewTLS(s.node.PeerClient()))}

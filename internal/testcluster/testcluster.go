@@ -45,6 +45,8 @@ type Options struct {
 	// to every node's server. With transport credentials, Node.Client and
 	// Node.Admin cannot talk to the node: the test dials it itself.
 	ServerOptions func(*Node) []grpc.ServerOption
+	// APIOptions are added to every node's rpc.Server options.
+	APIOptions []rpc.Option
 	// Security, when set, runs every node with TLS on its gRPC port, mutual
 	// TLS between nodes and encrypted gossip (see security.go).
 	Security *Security
@@ -162,7 +164,7 @@ func (c *Cluster) start(nd *Node, expect int, join []string) error {
 	if c.opts.Limits != nil {
 		limits = *c.opts.Limits
 	}
-	api := rpc.NewServer(node, limits, nil, w.apiOpts...)
+	api := rpc.NewServer(node, limits, nil, append(w.apiOpts, c.opts.APIOptions...)...)
 	opts := append(w.serverOpts, limits.ServerOptions()...)
 	if c.opts.ServerOptions != nil {
 		opts = append(opts, c.opts.ServerOptions(nd)...)
