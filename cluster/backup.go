@@ -68,7 +68,7 @@ func RestoreBackup(dataDir, nodeID, raftAddr string, backup []byte) (BackupInfo,
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return BackupInfo{}, fmt.Errorf("create data dir: %w", err)
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dataDir, "raft.db"), BoltOptions: lockTimeout()})
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dataDir, "raft.db"), BoltOptions: boltOptions()})
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("open log store in %s (is a node running on it?): %w", dataDir, err)
 	}

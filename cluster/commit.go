@@ -21,7 +21,7 @@ const (
 	// maxInFlight bounds the entries proposed and not yet applied. Two lets
 	// the next batch fill while the previous one is being replicated,
 	// without splitting the queue into many small entries.
-	maxInFlight = 2
+	maxInFlight = 1
 	// maxBatchCommands and maxBatchBytes bound one entry, so a burst of
 	// large responses does not become one huge log entry.
 	maxBatchCommands = 1024
