@@ -18,6 +18,7 @@
 # script stops exactly the processes it started, on every exit path, and
 # removes its data dirs. Exit 1 if a run failed or saw a race violation.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="/usr/local/go/bin:$PATH"
 

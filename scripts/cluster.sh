@@ -7,6 +7,7 @@
 # The nodes run with --insecure: plaintext, on loopback only (docs/SECURITY.md
 # shows a cluster with TLS).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
 cd "$(dirname "$0")/.."
 dir="${IDEMNODE_CLUSTER_DIR:-$PWD/idemnode-cluster}"
 bin="$dir/bin/idemnode"

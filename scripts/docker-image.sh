@@ -5,6 +5,7 @@
 #   scripts/docker-image.sh [TAG] [BINARY]   default tag idemnode:dev; BINARY
 #                                            also keeps a copy of the binary there
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
 cd "$(dirname "$0")/.."
 tag="${1:-idemnode:dev}"
 keep="${2:-}"

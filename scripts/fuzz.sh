@@ -4,6 +4,7 @@
 # middleware's key parsing and JSON canonicalisation. New crashers land in
 # the package's testdata/fuzz/ and fail the run.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
 cd "$(dirname "$0")/.."
 time="${FUZZTIME:-20s}"
 targets=(

@@ -2,6 +2,7 @@
 # Regenerates the committed gRPC/protobuf code from rpc/idempb/*.proto.
 # Needs protoc (apt-get install protobuf-compiler); installs the Go plugins.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
 cd "$(dirname "$0")/.."
 command -v protoc >/dev/null || { apt-get update -qq && apt-get install -y -qq protobuf-compiler; }
 GOBIN="$(go env GOPATH)/bin"

@@ -7,6 +7,7 @@
 #   are refused, then runs the Go chart test (strict decoding into
 #   k8s.io/api types and the chart's promises; charts/chart_test.go).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
 cd "$(dirname "$0")/.."
 
 helm_module=helm.sh/helm/v3/cmd/helm

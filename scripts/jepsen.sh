@@ -7,6 +7,7 @@
 # Partitions need root and iptables; without them those faults are skipped
 # (the summary says which). Results go to jepsen/results/<timestamp>/.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
 cd "$(dirname "$0")/.."
 
 # Each planted bug with the anomaly the checker must report for it.
