@@ -15,12 +15,32 @@
 //     by the server and answered the moment the first one finishes.
 //   - 422: the key was used before with a different request (another
 //     fingerprint).
+//   - 429 with Retry-After: the service refused the claim because the
+//     tenant is over its claim rate (problem type ProblemRateLimited) or its
+//     quota of stored keys or bytes (ProblemQuotaExceeded). The handler did
+//     not run and nothing was stored, so retrying with the same key is safe;
+//     Retry-After is the server's hint in whole seconds, rounded up.
+//   - 500 (ProblemMisconfigured): the service refused the middleware's own
+//     credentials (Unauthenticated: a missing, unknown or revoked token or
+//     certificate) or the tenant it asked for (PermissionDenied: with
+//     authentication on, the credentials decide the tenant, and
+//     Config.Tenant returned another). This is the server's fault, not the
+//     caller's, so it is not a 4xx, and no Retry-After: retrying does not
+//     help until the configuration is fixed. The handler does not run, and
+//     an error is logged naming the gRPC code.
 //   - 503 with Retry-After: the idempotency service cannot be reached; the
 //     handler is not run without the guarantee.
 //   - The handler's own response otherwise. 2xx and 4xx responses are
 //     stored and replayed (a validation error or a declined card is an
 //     answer too); 5xx responses and panics release the key, so the retry
 //     runs the handler again. Config.Store changes which statuses are stored.
+//
+// A completion can be refused too, after the handler ran: a response that
+// would take the tenant past its byte quota is not stored. The side effect
+// has happened, so the caller gets the handler's response (a 429 would
+// invite a retry that runs it again); the refusal is logged, and the key
+// stays claimed until its lease ends, so a retry within the lease is
+// answered 409 and one after it runs the handler again.
 //
 // The fingerprint is SHA-256 over the method, the path and the canonical
 // body: JSON bodies are parsed and re-serialised with sorted keys, so

@@ -14,6 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/idemnode/idemnode/client"
 )
 
@@ -53,7 +56,8 @@ type Config struct {
 	// Wait is how long a duplicate of a request in flight waits for it
 	// before the 409 (default 5s). Routes override it with WaitFor.
 	Wait time.Duration
-	// RetryAfter is the Retry-After of 409 and 503 answers (default 1s).
+	// RetryAfter is the Retry-After of 409 and 503 answers, and of 429
+	// answers that carry no hint from the server (default 1s).
 	RetryAfter time.Duration
 	// Lease and TTL of the claims (default: the client's).
 	Lease time.Duration
@@ -248,6 +252,14 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, id client.ID, fi
 	case errors.Is(err, client.ErrInProgress), errors.Is(err, client.ErrTooManyWaits):
 		writeProblem(w, http.StatusConflict, ProblemInFlight, "Request in flight",
 			"A request with this key is still being processed; retry after the Retry-After delay.", cfg.RetryAfter)
+	case errors.Is(err, client.ErrRateLimited), errors.Is(err, client.ErrQuotaExceeded):
+		h.refuseOverLimit(w, err)
+	case refusedCredentials(err):
+		cfg.Logger.Error("idemhttp: the idempotency service refused the middleware's credentials; "+
+			"check Config.Client's token or certificate and that Config.Tenant names its tenant",
+			"code", status.Code(err).String(), "tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "err", err)
+		writeProblem(w, http.StatusInternalServerError, ProblemMisconfigured, "Idempotency service misconfigured",
+			"The request was not processed: this server cannot use its idempotency service.", 0)
 	default:
 		if r.Context().Err() == nil {
 			cfg.Logger.Error("idemhttp: idempotency service unavailable", "tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "err", err)
@@ -255,6 +267,32 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, id client.ID, fi
 		writeProblem(w, http.StatusServiceUnavailable, ProblemUnavailable, "Idempotency service unavailable",
 			"The request was not processed; retry it with the same key.", cfg.RetryAfter)
 	}
+}
+
+// refuseOverLimit answers a claim the service refused because the tenant
+// is over its claim rate or its quota: 429, with the server's retry hint
+// as Retry-After (Config.RetryAfter without one). The handler did not run
+// and nothing was stored, so the retry is safe with the same key.
+func (h *handler) refuseOverLimit(w http.ResponseWriter, err error) {
+	after, ok := client.RetryAfter(err)
+	if !ok || after <= 0 {
+		after = h.m.cfg.RetryAfter
+	}
+	if errors.Is(err, client.ErrRateLimited) {
+		writeProblem(w, http.StatusTooManyRequests, ProblemRateLimited, "Too many requests",
+			"The request was not processed: this tenant sends requests faster than its rate allows; retry it with the same key after the Retry-After delay.", after)
+		return
+	}
+	writeProblem(w, http.StatusTooManyRequests, ProblemQuotaExceeded, "Quota exceeded",
+		"The request was not processed: this tenant stores as many idempotency records as its quota allows; retry it with the same key after the Retry-After delay.", after)
+}
+
+// refusedCredentials reports whether the service refused the client's
+// credentials (Unauthenticated) or the tenant they were used for
+// (PermissionDenied): the middleware is misconfigured, not the caller.
+func refusedCredentials(err error) bool {
+	code := status.Code(err)
+	return code == codes.Unauthenticated || code == codes.PermissionDenied
 }
 
 // classify stores the statuses Config.Store accepts and that fit.

@@ -25,6 +25,13 @@ const (
 	ProblemUnavailable = problemBase + "idempotency-unavailable"
 	ProblemTooLarge    = problemBase + "request-too-large"
 	ProblemNoTenant    = problemBase + "tenant-unknown"
+	// ProblemRateLimited and ProblemQuotaExceeded are the 429 answers: the
+	// tenant is over its claim rate or its quota of stored records.
+	ProblemRateLimited   = problemBase + "rate-limited"
+	ProblemQuotaExceeded = problemBase + "quota-exceeded"
+	// ProblemMisconfigured is the 500 answer when the service refuses the
+	// middleware's own credentials.
+	ProblemMisconfigured = problemBase + "idempotency-misconfigured"
 )
 
 // writeProblem answers with a problem body; retryAfter > 0 adds Retry-After
