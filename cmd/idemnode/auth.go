@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -35,7 +32,7 @@ type authFlags struct {
 
 func (a *authFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&a.enabled, "auth", false, "take each call's tenant from its credentials (a bearer token or a client certificate), never from the request")
-	fl.StringVar(&a.tokensFile, "auth-tokens-file", "", "file of '<sha256-hex> <tenant> [admin]' lines (see 'idemnode auth hash-token'); reloaded on SIGHUP")
+	fl.StringVar(&a.tokensFile, "auth-tokens-file", "", "file of '<sha256-hex> <tenant> [admin]' lines (see 'idemnode auth hash-token'); re-read on change and SIGHUP")
 	fl.StringVar(&a.certTenant, "auth-cert-tenant", rpc.DefaultCertMapping,
 		"how a verified client certificate names its tenant: san-uri-prefix:<prefix>, san-dns-suffix:.<suffix>, cn or none")
 	fl.StringSliceVar(&a.admins, "auth-admin", nil, "tenants whose credentials may call the admin RPCs (comma-separated)")
@@ -79,7 +76,7 @@ func (a *authFlags) applyLimits(l *rpc.Limits) {
 
 // interceptors returns the unary and stream interceptors the flags ask for,
 // authentication first (it fills in the tenant the rate counts against),
-// and the tokens table for SIGHUP (nil without one).
+// and the tokens table to watch for changes (nil without one).
 func (a *authFlags) interceptors(maxTenant int, log *slog.Logger) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor, *rpc.TokenTable, error) {
 	var unary []grpc.UnaryServerInterceptor
 	var stream []grpc.StreamServerInterceptor
@@ -109,31 +106,6 @@ func (a *authFlags) interceptors(maxTenant int, log *slog.Logger) ([]grpc.UnaryS
 		unary = append(unary, rate.UnaryInterceptor())
 	}
 	return unary, stream, tokens, nil
-}
-
-// reloadTokensOnSIGHUP rereads the tokens file on every SIGHUP until ctx
-// ends. A file that fails to parse is logged and the table in use stays.
-func reloadTokensOnSIGHUP(ctx context.Context, tokens *rpc.TokenTable, log *slog.Logger) {
-	if tokens == nil {
-		return // SIGHUP keeps its default meaning
-	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				if n, err := tokens.Reload(); err != nil {
-					log.Error("reload tokens; keeping the tokens in use", "err", err)
-				} else {
-					log.Info("tokens reloaded", "tokens", n)
-				}
-			}
-		}
-	}()
 }
 
 // clientAuth are the client subcommands' credential flags.

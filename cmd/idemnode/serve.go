@@ -227,7 +227,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go followReadiness(ctx, node, api)
-	reloadTokensOnSIGHUP(ctx, tokens, log)
+	f.auth.watchTokens(ctx, tokens, log)
 	go sec.watch(ctx, node, log)
 	select {
 	case <-ctx.Done():
