@@ -404,6 +404,23 @@ func TestRefusedConfigurations(t *testing.T) {
 		{[]string{"config.join=x:7402"}, "config.join is set by the chart"},
 		{[]string{"config.insecure=true"}, "config.insecure is set by the chart"},
 		{[]string{"config.gossip-key=abc"}, "config.gossip-key is set by the chart"},
+		{[]string{"config.auth-tokens-file=/x"}, "config.auth-tokens-file is set by the chart"},
+		{[]string{"config.tenant-max-keys=10"}, "config.tenant-max-keys is set by the chart"},
+		// Half-configured authentication.
+		{[]string{"auth.enabled=true"}, "auth.enabled is true but no credential could authenticate a call"},
+		{append(tlsOn(), "auth.enabled=true"), "no credential could authenticate a call"},
+		{append(tlsOn(), "tls.clientCA.enabled=true", "tls.clientCA.secretName=c", "auth.enabled=true", "auth.certTenant=none"),
+			"no credential could authenticate a call"},
+		{[]string{"auth.enabled=true", "auth.tokensSecret=t", "auth.tokensKey="}, "auth.tokensKey is empty"},
+		{[]string{"auth.enabled=true", "auth.tokensSecret=t", "auth.peers={idemnode-peer}"}, "tls.clientCA.enabled is false"},
+		{[]string{"auth.tokensSecret=t"}, "auth.tokensSecret is set but auth.enabled is false"},
+		{[]string{"auth.certTenant=cn"}, "auth.certTenant is set but auth.enabled is false"},
+		{[]string{"auth.admins={ops}"}, "auth.admins is set but auth.enabled is false"},
+		{[]string{"auth.peers={n}"}, "auth.peers is set but auth.enabled is false"},
+		{[]string{"auth.enabled=true", "auth.tokensSecret=t", "auth.certTenant=subject"}, "at '/auth/certTenant'"},
+		{[]string{"limits.tenantClaimBurst=10"}, "a burst needs a rate"},
+		{[]string{"limits.tenantMaxKeys=-1"}, "at '/limits/tenantMaxKeys': minimum"},
+		{[]string{"limits.tenantClaimRate=fast"}, "at '/limits/tenantClaimRate'"},
 	} {
 		out, err := helmTemplate(t, tc.set...)
 		if err == nil {
@@ -413,5 +430,72 @@ func TestRefusedConfigurations(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v failed without mentioning %q: %v", tc.set, tc.want, err)
 		}
+	}
+}
+
+// tlsOn are the --set pairs of a TLS cluster without client certificates.
+func tlsOn() []string {
+	return []string{"tls.enabled=true", "tls.secretName=idem-tls", "gossipEncryption.enabled=true", "gossipEncryption.secretName=idem-gossip"}
+}
+
+// authArgs returns the container's authentication and tenant-limit flags.
+func authArgs(c corev1.Container) []string {
+	var out []string
+	for _, a := range c.Args {
+		if strings.HasPrefix(a, "--auth") || strings.HasPrefix(a, "--tenant-") {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// TestAuthAndLimits: auth.* and limits.* become serve's flags, and the
+// tokens Secret is mounted read-only, 0400, as a directory (a subPath mount
+// would never see the Secret's updates, and the server re-reads the file
+// when it changes).
+func TestAuthAndLimits(t *testing.T) {
+	if got := authArgs(render(t).container(t)); len(got) != 0 {
+		t.Errorf("default render carries %v; auth and limits are off by default", got)
+	}
+
+	set := append(tlsOn(), "tls.clientCA.enabled=true", "tls.clientCA.secretName=idem-clients",
+		"auth.enabled=true", "auth.tokensSecret=idem-tokens", "auth.tokensKey=tokens.txt", "auth.certTenant=san-dns-suffix:.tenants.example",
+		"auth.admins={ops,sre}", "auth.peers={idemnode-peer}",
+		"limits.tenantClaimRate=0.5", "limits.tenantClaimBurst=20", "limits.tenantMaxKeys=1000", "limits.tenantMaxBytes=10737418240")
+	m := render(t, set...)
+	c, spec := m.container(t), m.sts.Spec.Template.Spec
+	want := []string{"--auth", "--auth-tokens-file=/etc/idemnode/auth/tokens.txt", "--auth-cert-tenant=san-dns-suffix:.tenants.example",
+		"--auth-admin=ops", "--auth-admin=sre", "--auth-peer=idemnode-peer",
+		"--tenant-claim-rate=0.5", "--tenant-claim-burst=20", "--tenant-max-bytes=10737418240", "--tenant-max-keys=1000"}
+	if got := authArgs(c); !slices.Equal(got, want) {
+		t.Errorf("auth and limit flags:\n got %q\nwant %q", got, want)
+	}
+	i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "auth-tokens" })
+	if i < 0 || spec.Volumes[i].Secret == nil || spec.Volumes[i].Secret.SecretName != "idem-tokens" {
+		t.Fatalf("no volume auth-tokens of Secret idem-tokens: %+v", spec.Volumes)
+	}
+	if mode := spec.Volumes[i].Secret.DefaultMode; mode == nil || *mode != 0o400 {
+		t.Errorf("tokens Secret defaultMode = %v, want 0400", mode)
+	}
+	j := slices.IndexFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.Name == "auth-tokens" })
+	if j < 0 || c.VolumeMounts[j].MountPath != "/etc/idemnode/auth" || !c.VolumeMounts[j].ReadOnly || c.VolumeMounts[j].SubPath != "" {
+		t.Errorf("tokens Secret mount: %+v, want read-only /etc/idemnode/auth without subPath", c.VolumeMounts)
+	}
+
+	// Client certificates alone: no tokens file, no tokens volume.
+	m = render(t, append(tlsOn(), "tls.clientCA.enabled=true", "tls.clientCA.secretName=idem-clients", "auth.enabled=true")...)
+	if got := authArgs(m.container(t)); !slices.Equal(got, []string{"--auth"}) {
+		t.Errorf("certificate-only auth renders %q, want --auth alone (the server's default mapping)", got)
+	}
+	if slices.ContainsFunc(m.sts.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "auth-tokens" }) {
+		t.Error("tokens volume rendered without auth.tokensSecret")
+	}
+
+	// Numbers from a values file arrive as float64: still whole numbers on
+	// the command line, and limits work without auth.
+	c = render(t, `--set-json=limits={"tenantClaimRate":100,"tenantMaxKeys":1000000,"tenantMaxBytes":10737418240}`).container(t)
+	want = []string{"--tenant-claim-rate=100", "--tenant-max-bytes=10737418240", "--tenant-max-keys=1000000"}
+	if got := authArgs(c); !slices.Equal(got, want) {
+		t.Errorf("limits from float64 values:\n got %q\nwant %q", got, want)
 	}
 }

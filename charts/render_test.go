@@ -89,10 +89,16 @@ type serviceMonitor struct {
 }
 
 // helmTemplate runs helm template with --set pairs and returns its output.
+// An argument that starts with "--" is passed as it is (--set-json=…, whose
+// numbers arrive as float64 like those of a values file).
 func helmTemplate(t *testing.T, set ...string) (string, error) {
 	t.Helper()
 	args := []string{"template", release, chartDir, "--namespace", ns, "--kube-version", kubeVersion}
 	for _, s := range set {
+		if strings.HasPrefix(s, "--") {
+			args = append(args, s)
+			continue
+		}
 		args = append(args, "--set", s)
 	}
 	cmd := exec.Command(helmPath(t), args...)

@@ -147,6 +147,7 @@ cluster or would run half-secured. It renders nothing.
 {{- else if $v.gossipEncryption.secretName }}
 {{- fail (printf "gossipEncryption.secretName is %q but gossipEncryption.enabled is false: set gossipEncryption.enabled=true, or clear gossipEncryption.secretName" $v.gossipEncryption.secretName) }}
 {{- end }}
+{{- include "idemnode.validateAuth" . }}
 {{- if not (has $v.podAntiAffinity.type (list "required" "preferred" "none")) }}
 {{- fail (printf "podAntiAffinity.type must be required, preferred or none, got %q" $v.podAntiAffinity.type) }}
 {{- end }}
@@ -160,11 +161,76 @@ cluster or would run half-secured. It renders nothing.
 {{- fail (printf "terminationGracePeriodSeconds (%d) must be at least preStopSleepSeconds + 15 (%d): SIGTERM needs time to transfer leadership, leave and drain" (int $v.terminationGracePeriodSeconds) (add (int $v.preStopSleepSeconds) 15)) }}
 {{- end }}
 {{- range $flag, $_ := $v.config }}
-{{- if has $flag (list "node-id" "data-dir" "grpc-addr" "grpc-advertise" "raft-addr" "raft-advertise" "gossip-addr" "gossip-advertise" "http-addr" "join" "bootstrap-expect" "log-level" "log-format" "dev" "insecure" "tls-cert" "tls-key" "tls-client-ca" "peer-ca" "peer-cert" "peer-key" "gossip-key" "gossip-key-file") }}
+{{- if has $flag (list "node-id" "data-dir" "grpc-addr" "grpc-advertise" "raft-addr" "raft-advertise" "gossip-addr" "gossip-advertise" "http-addr" "join" "bootstrap-expect" "log-level" "log-format" "dev" "insecure" "tls-cert" "tls-key" "tls-client-ca" "peer-ca" "peer-cert" "peer-key" "gossip-key" "gossip-key-file" "auth" "auth-tokens-file" "auth-cert-tenant" "auth-admin" "auth-peer" "tenant-claim-rate" "tenant-claim-burst" "tenant-max-keys" "tenant-max-bytes") }}
 {{- fail (printf "config.%s is set by the chart; use its own value instead (see values.yaml)" $flag) }}
 {{- end }}
 {{- if hasPrefix "IDEMNODE_" $flag }}
 {{- fail (printf "config keys are flag names (e.g. dead-server-cleanup), not variables: got %s" $flag) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+idemnode.validateAuth fails the render on half-configured authentication: on
+without any credential the servers could check (they would refuse to start),
+or its settings given while it is off (they would be ignored); and on a claim
+burst without a rate. It renders nothing.
+*/}}
+{{- define "idemnode.validateAuth" -}}
+{{- $a := .Values.auth }}
+{{- $certs := and .Values.tls.clientCA.enabled (ne $a.certTenant "none") }}
+{{- if $a.enabled }}
+{{- if and (not $a.tokensSecret) (not $certs) }}
+{{- fail "auth.enabled is true but no credential could authenticate a call: set auth.tokensSecret (a Secret of `idemnode auth hash-token` lines), or require client certificates (tls.clientCA.enabled) with an auth.certTenant other than none" }}
+{{- end }}
+{{- if and $a.tokensSecret (not $a.tokensKey) }}
+{{- fail "auth.tokensSecret is set but auth.tokensKey is empty: name the Secret's key holding the tokens file" }}
+{{- end }}
+{{- if and $a.peers (not .Values.tls.clientCA.enabled) }}
+{{- fail "auth.peers names client certificates, but tls.clientCA.enabled is false: no client certificate is verified; clear auth.peers (servers recognise each other by the cluster CA) or enable tls.clientCA" }}
+{{- end }}
+{{- else }}
+{{- range $name, $set := dict "auth.tokensSecret" $a.tokensSecret "auth.certTenant" $a.certTenant "auth.admins" $a.admins "auth.peers" $a.peers }}
+{{- if $set }}
+{{- fail (printf "%s is set but auth.enabled is false: set auth.enabled=true, or clear %s" $name $name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $l := .Values.limits }}
+{{- if and (gt (int64 $l.tenantClaimBurst) 0) (not (gt (float64 $l.tenantClaimRate) 0.0)) }}
+{{- fail "limits.tenantClaimBurst is set but limits.tenantClaimRate is 0: a burst needs a rate (claims per second per tenant)" }}
+{{- end }}
+{{- end }}
+
+{{/*
+idemnode.authArgs are serve's flags for authentication and the tenant limits,
+one list item each (nothing when all are off). YAML numbers may arrive as
+float64: the whole-number flags are printed as integers, never as 1e+10.
+*/}}
+{{- define "idemnode.authArgs" -}}
+{{- $a := .Values.auth }}
+{{- $l := .Values.limits }}
+{{- if $a.enabled }}
+- --auth
+{{- if $a.tokensSecret }}
+- --auth-tokens-file=/etc/idemnode/auth/{{ $a.tokensKey }}
+{{- end }}
+{{- with $a.certTenant }}
+- {{ printf "--auth-cert-tenant=%s" . | quote }}
+{{- end }}
+{{- range $a.admins }}
+- {{ printf "--auth-admin=%s" . | quote }}
+{{- end }}
+{{- range $a.peers }}
+- {{ printf "--auth-peer=%s" . | quote }}
+{{- end }}
+{{- end }}
+{{- if gt (float64 $l.tenantClaimRate) 0.0 }}
+- --tenant-claim-rate={{ $l.tenantClaimRate }}
+{{- end }}
+{{- range $flag, $value := dict "tenant-claim-burst" $l.tenantClaimBurst "tenant-max-keys" $l.tenantMaxKeys "tenant-max-bytes" $l.tenantMaxBytes }}
+{{- if gt (int64 $value) 0 }}
+- --{{ $flag }}={{ int64 $value }}
 {{- end }}
 {{- end }}
 {{- end }}
