@@ -12,11 +12,12 @@ func (s *state) applyClaim(c *Command, token uint64) Result {
 	r, ok := s.live(c.Key)
 	switch {
 	case !ok:
+		key, owner := joinKey(c.Key, c.Owner)
 		won := &Record{
-			RecordKey:      c.Key,
+			RecordKey:      key,
 			State:          StatePending,
 			Fingerprint:    c.Fingerprint,
-			Owner:          c.Owner,
+			Owner:          owner,
 			Token:          token,
 			Attempt:        1,
 			LeaseExpiresAt: now + c.Lease,
@@ -111,11 +112,11 @@ func (s *state) applyExtend(c *Command) Result {
 // bound keeps one entry from stalling the log however much has expired.
 func (s *state) applyExpire(c *Command, changed func(RecordKey)) Result {
 	var due []RecordKey
-	s.expiry.Ascend(func(it expiryItem) bool {
-		if it.at > s.now || len(due) >= int(c.Limit) {
+	s.expiry.Ascend(func(r *Record) bool {
+		if r.ExpiresAt > s.now || len(due) >= int(c.Limit) {
 			return false
 		}
-		due = append(due, it.key)
+		due = append(due, r.RecordKey)
 		return true
 	})
 	for _, k := range due {

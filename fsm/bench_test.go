@@ -5,85 +5,154 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 	"testing"
 )
 
-// Realistic sizes: a 10-byte tenant, the usual scope, a 36-byte UUID key, a
-// SHA-256 fingerprint and a 32-byte owner nonce.
-const benchTenant = "tenant-042"
+// Record sizes of the peer benchmark's workload (../shared/bench-peers): an
+// 8-byte tenant, an 8-byte scope, a 46-byte key, a SHA-256 fingerprint, a
+// 16-byte owner and a 512-byte response body without headers.
+const (
+	benchTenant = "acct-042"
+	benchScope  = "POST /v1"
+	benchBody   = 512
+	// benchPer is the number of commands in one group-committed entry.
+	benchPer = 64
+)
 
-func benchKey(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
+// benchKey is 46 bytes: "idem/<8-byte run id>/<32 hex>".
+func benchKey(i int) RecordKey {
+	return RecordKey{Tenant: benchTenant, Scope: benchScope, Key: fmt.Sprintf("idem/run00001/%032x", i)}
+}
 
 func benchClaim(i int) *Command {
-	fp := sha256.Sum256([]byte(benchKey(i)))
-	return &Command{Type: TypeClaim, Now: t0 + int64(i), Fingerprint: fp[:],
-		Key:   RecordKey{Tenant: benchTenant, Scope: testScope, Key: benchKey(i)},
-		Owner: fmt.Sprintf("%032x", i), Lease: defLease, TTL: defTTL}
+	k := benchKey(i)
+	fp := sha256.Sum256([]byte(k.Key))
+	return &Command{Type: TypeClaim, Now: t0 + int64(i), Key: k, Fingerprint: fp[:],
+		Owner: fmt.Sprintf("%016x", i), Lease: defLease, TTL: defTTL}
 }
 
-// bench512 is a response with a 512-byte body and two headers.
-func bench512() *Response {
-	return &Response{Status: 201, Body: bytes.Repeat([]byte("x"), 512),
-		Headers: []Header{{"Content-Type", "application/json"}, {"Request-Id", "req_0123456789abcdef"}}}
+func benchResponse() *Response {
+	return &Response{Status: 201, Body: bytes.Repeat([]byte("x"), benchBody)}
 }
 
-func BenchmarkApplyClaim(b *testing.B) {
+func benchComplete(i int, token uint64) *Command {
+	return &Command{Type: TypeComplete, Now: t0 + int64(i), Key: benchKey(i), Token: token, Response: benchResponse()}
+}
+
+// benchClaimed returns a machine holding n PENDING records; record i was claimed
+// at log index i+1, so its token is tok(i+1).
+func benchClaimed(b *testing.B, n int) *Machine {
 	m := NewMachine()
-	keys := make([]string, b.N)
-	for i := range keys {
-		keys[i] = benchKey(i)
-	}
-	c := benchClaim(0) // records copy the key and share the (immutable) fingerprint
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		c.Key.Key, c.Now = keys[i], t0+int64(i)
-		if res := m.Apply(uint64(i+1), c); res.Outcome != OutcomeWon {
+	for i := range n {
+		if res := m.Apply(uint64(i+1), benchClaim(i)); res.Outcome != OutcomeWon {
 			b.Fatalf("claim %d: %v", i, res.Outcome)
 		}
 	}
+	return m
 }
 
-func BenchmarkApplyComplete(b *testing.B) {
-	m := NewMachine()
-	for i := range b.N {
-		m.Apply(uint64(i+1), benchClaim(i))
-	}
-	cs := make([]*Command, b.N)
-	for i := range cs {
-		cs[i] = &Command{Type: TypeComplete, Now: t0 + int64(b.N+i), Token: tok(uint64(i + 1)),
-			Key: RecordKey{Tenant: benchTenant, Scope: testScope, Key: benchKey(i)}, Response: bench512()}
-	}
+// benchApply applies cmds[i] at log index first+i, one per iteration, and
+// fails on any outcome other than want.
+func benchApply(b *testing.B, m *Machine, first int, cmds []*Command, want Outcome) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		if res := m.Apply(uint64(b.N+i+1), cs[i]); res.Outcome != OutcomeOK {
-			b.Fatalf("complete %d: %v", i, res.Outcome)
+		if res := m.Apply(uint64(first+i), cmds[i]); res.Outcome != want {
+			b.Fatalf("%s %d: %v", cmds[i].Type, i, res.Outcome)
 		}
 	}
+}
+
+func BenchmarkApplyClaim(b *testing.B) {
+	cmds := make([]*Command, b.N)
+	for i := range cmds {
+		cmds[i] = benchClaim(i)
+	}
+	benchApply(b, NewMachine(), 1, cmds, OutcomeWon)
+}
+
+func BenchmarkApplyComplete(b *testing.B) {
+	m := benchClaimed(b, b.N)
+	cmds := make([]*Command, b.N)
+	for i := range cmds {
+		cmds[i] = benchComplete(i, tok(uint64(i+1)))
+	}
+	benchApply(b, m, b.N+1, cmds, OutcomeOK)
+}
+
+func BenchmarkApplyRelease(b *testing.B) {
+	m := benchClaimed(b, b.N)
+	cmds := make([]*Command, b.N)
+	for i := range cmds {
+		cmds[i] = &Command{Type: TypeRelease, Now: t0 + int64(i), Key: benchKey(i), Token: tok(uint64(i + 1))}
+	}
+	benchApply(b, m, b.N+1, cmds, OutcomeOK)
+}
+
+func BenchmarkApplyExtend(b *testing.B) {
+	m := benchClaimed(b, b.N)
+	cmds := make([]*Command, b.N)
+	for i := range cmds {
+		cmds[i] = &Command{Type: TypeExtend, Now: t0 + int64(i), Key: benchKey(i), Token: tok(uint64(i + 1)), Lease: 2 * defLease}
+	}
+	benchApply(b, m, b.N+1, cmds, OutcomeOK)
+}
+
+// BenchmarkApplyExpire deletes one expired record per Expire entry, so
+// ns/op is the cost of an entry plus one deletion.
+func BenchmarkApplyExpire(b *testing.B) {
+	m := benchClaimed(b, b.N)
+	late := t0 + int64(b.N) + defTTL
+	cmds := make([]*Command, b.N)
+	for i := range cmds {
+		cmds[i] = &Command{Type: TypeExpire, Now: late, Limit: 1}
+	}
+	benchApply(b, m, b.N+1, cmds, OutcomeOK)
+	if m.Len() != 0 {
+		b.Fatalf("%d records left", m.Len())
+	}
+}
+
+// benchBatches groups cmd(0..n*benchPer-1) into n Batch entries.
+func benchBatches(n int, cmd func(i int) *Command) []*Command {
+	batches := make([]*Command, n)
+	for i := range batches {
+		batches[i] = &Command{Type: TypeBatch}
+		for j := range benchPer {
+			batches[i].Batch = append(batches[i].Batch, cmd(i*benchPer+j))
+		}
+	}
+	return batches
+}
+
+// benchApplyBatches applies batches at indexes first, first+1, ... and
+// reports the cost per command as well.
+func benchApplyBatches(b *testing.B, m *Machine, first int, batches []*Command, want Outcome) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if res := m.Apply(uint64(first+i), batches[i]); res.Batch[benchPer-1].Outcome != want {
+			b.Fatalf("batch %d: %v", i, res.Batch[benchPer-1].Outcome)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchPer), "ns/command")
 }
 
 // BenchmarkApplyBatch applies group-committed entries of 64 claims each.
 func BenchmarkApplyBatch(b *testing.B) {
-	const per = 64
+	benchApplyBatches(b, NewMachine(), 1, benchBatches(b.N, benchClaim), OutcomeWon)
+}
+
+// BenchmarkApplyBatchComplete applies entries of 64 completes (512-byte
+// bodies) of records claimed in batches of 64.
+func BenchmarkApplyBatchComplete(b *testing.B) {
 	m := NewMachine()
-	batches := make([]*Command, b.N)
-	for i := range batches {
-		batches[i] = &Command{Type: TypeBatch}
-		for j := range per {
-			batches[i].Batch = append(batches[i].Batch, benchClaim(i*per+j))
-		}
+	for i, c := range benchBatches(b.N, benchClaim) {
+		m.Apply(uint64(i+1), c)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		if res := m.Apply(uint64(i+1), batches[i]); res.Batch[per-1].Outcome != OutcomeWon {
-			b.Fatalf("batch %d: %v", i, res.Batch[per-1].Outcome)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*per), "ns/claim")
+	dones := benchBatches(b.N, func(i int) *Command { return benchComplete(i, TokenFor(uint64(i/benchPer+1), i%benchPer)) })
+	benchApplyBatches(b, m, b.N+1, dones, OutcomeOK)
 }
 
 func codecCases() []struct {
@@ -95,8 +164,11 @@ func codecCases() []struct {
 		cmd  *Command
 	}{
 		{"claim", benchClaim(7)},
-		{"complete512", &Command{Type: TypeComplete, Now: t0, Token: tok(9),
-			Key: RecordKey{Tenant: benchTenant, Scope: testScope, Key: benchKey(7)}, Response: bench512()}},
+		{"complete512", benchComplete(7, tok(9))},
+		{"release", &Command{Type: TypeRelease, Now: t0, Key: benchKey(7), Token: tok(9)}},
+		{"extend", &Command{Type: TypeExtend, Now: t0, Key: benchKey(7), Token: tok(9), Lease: defLease}},
+		{"expire", &Command{Type: TypeExpire, Now: t0, Limit: 1000}},
+		{"batch64claims", benchBatches(1, benchClaim)[0]},
 	}
 }
 
@@ -127,22 +199,40 @@ func BenchmarkDecodeCommand(b *testing.B) {
 	}
 }
 
-// insertRecords claims and completes (empty body) n records through the codec, the
-// way a node builds its state from the log.
-func insertRecords(m *Machine, from, n int) {
-	for i := from; i < from+n; i++ {
-		c, _ := DecodeCommand(EncodeCommand(benchClaim(i)))
-		m.Apply(uint64(2*i+1), c)
-		done := &Command{Type: TypeComplete, Now: c.Now, Key: c.Key, Token: tok(uint64(2*i + 1)),
-			Response: &Response{Status: 200}}
-		c, _ = DecodeCommand(EncodeCommand(done))
-		m.Apply(uint64(2*i+2), c)
+// buildCompleted claims and completes n records in Batch entries of 64
+// commands, each encoded and decoded as the log carries it, so the records
+// hold exactly what a node builds from its log.
+func buildCompleted(m *Machine, n int) {
+	index := uint64(0)
+	apply := func(cs []*Command) []Result {
+		index++
+		c, err := DecodeCommand(EncodeCommand(&Command{Type: TypeBatch, Now: cs[0].Now, Batch: cs}))
+		if err != nil {
+			panic(err)
+		}
+		return m.Apply(index, c).Batch
+	}
+	claims := make([]*Command, 0, benchPer)
+	dones := make([]*Command, 0, benchPer)
+	for from := 0; from < n; from += benchPer {
+		claims, dones = claims[:0], dones[:0]
+		for i := from; i < min(from+benchPer, n); i++ {
+			claims = append(claims, benchClaim(i))
+		}
+		for j, res := range apply(claims) {
+			dones = append(dones, benchComplete(from+j, res.Record.Token))
+		}
+		for j, res := range apply(dones) {
+			if res.Outcome != OutcomeOK {
+				panic(fmt.Sprintf("complete %d: %v", from+j, res.Outcome))
+			}
+		}
 	}
 }
 
 var bench100k = sync.OnceValues(func() (*Machine, []byte) {
 	m := NewMachine()
-	insertRecords(m, 0, 100_000)
+	buildCompleted(m, 100_000)
 	var buf bytes.Buffer
 	if err := m.WriteSnapshot(&buf); err != nil {
 		panic(err)
@@ -174,24 +264,4 @@ func BenchmarkRestore100k(b *testing.B) {
 	if m.Len() != 100_000 {
 		b.Fatalf("restored %d records", m.Len())
 	}
-}
-
-// BenchmarkMemoryPerRecord inserts b.N completed records and reports the
-// live heap they take, indexes included, after a full GC.
-func BenchmarkMemoryPerRecord(b *testing.B) {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	b.ReportAllocs()
-	b.ResetTimer()
-	m := NewMachine()
-	insertRecords(m, 0, b.N)
-	b.StopTimer()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	if m.Len() != b.N {
-		b.Fatalf("stored %d records", m.Len())
-	}
-	runtime.KeepAlive(m)
-	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(b.N), "B/record")
 }

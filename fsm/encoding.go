@@ -1,6 +1,9 @@
 package fsm
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // commandFormat is the first byte of every encoded command, so a later
 // format can be told apart from this one.
@@ -191,10 +194,19 @@ func (e *encoder) record(r *Record) {
 	e.response(r.Response)
 }
 
+// record decodes what encoder.record wrote; the key strings and the owner
+// share one allocation, as they do in a record that Apply stored.
 func (d *decoder) record() *Record {
-	r := &Record{RecordKey: d.key(), State: State(d.byte1())}
+	tenant, scope, key := d.raw(), d.raw(), d.raw()
+	r := &Record{State: State(d.byte1())}
 	r.Fingerprint = d.bytes()
-	r.Owner = d.string()
+	owner := d.raw()
+	var all strings.Builder
+	all.Grow(len(tenant) + len(scope) + len(key) + len(owner))
+	for _, part := range [...][]byte{tenant, scope, key, owner} {
+		all.Write(part)
+	}
+	r.RecordKey, r.Owner = splitKey(all.String(), len(tenant), len(scope), len(key))
 	r.Token = d.uvarint()
 	attempt := d.uvarint()
 	r.LeaseExpiresAt = d.varint()

@@ -62,21 +62,39 @@ type Response struct {
 // Record is one idempotency record. Records held by the Machine are
 // immutable: every change stores a new *Record, so readers, watchers and
 // snapshots may keep a pointer without a lock.
+//
+// The layout is kept small because a node holds every record in memory
+// (see DESIGN.md, "Memory"): the key strings and Owner are substrings of one
+// allocation (joinKey), and State sits beside Attempt so the struct packs
+// into 144 bytes.
 type Record struct {
 	RecordKey
-	State       State
 	Fingerprint []byte
 	// Owner is the nonce of the claim attempt that holds (or held) the record.
 	Owner string
 	// Token is the fencing token of the winning claim (see TokenFor).
 	Token   uint64
 	Attempt uint32
+	State   State
 	// Times are FSM time in Unix nanoseconds.
 	LeaseExpiresAt int64
 	CreatedAt      int64
 	ExpiresAt      int64
 	CompletedAt    int64
 	Response       *Response
+}
+
+// joinKey returns k and owner as substrings of one new string laid out
+// tenant|scope|key|owner, so a stored record holds one allocation for them
+// instead of four (and none of the command it came from).
+func joinKey(k RecordKey, owner string) (RecordKey, string) {
+	return splitKey(k.Tenant+k.Scope+k.Key+owner, len(k.Tenant), len(k.Scope), len(k.Key))
+}
+
+// splitKey cuts all, laid out tenant|scope|key|owner, into its parts.
+func splitKey(all string, tenant, scope, key int) (RecordKey, string) {
+	k := RecordKey{Tenant: all[:tenant], Scope: all[tenant : tenant+scope], Key: all[tenant+scope : tenant+scope+key]}
+	return k, all[tenant+scope+key:]
 }
 
 // TokenFor returns the fencing token of the command at position pos of the

@@ -6,20 +6,18 @@ import "github.com/google/btree"
 // for small items.
 const btreeDegree = 32
 
-// expiryItem orders records by when their TTL ends, ties broken by key, so
-// Expire deletes in the same order on every node.
-type expiryItem struct {
-	at  int64
-	key RecordKey
-}
-
 func lessRecord(a, b *Record) bool { return a.RecordKey.compare(b.RecordKey) < 0 }
 
-func lessExpiry(a, b expiryItem) bool {
-	if a.at != b.at {
-		return a.at < b.at
+// lessExpiry orders records by when their TTL ends, ties broken by key, so
+// Expire deletes in the same order on every node. The expiry index holds the
+// same *Record pointers as the main tree (8 bytes an item) rather than a copy
+// of the key and time (56 bytes an item): records are immutable, so the
+// fields it orders by never change under it.
+func lessExpiry(a, b *Record) bool {
+	if a.ExpiresAt != b.ExpiresAt {
+		return a.ExpiresAt < b.ExpiresAt
 	}
-	return a.key.compare(b.key) < 0
+	return lessRecord(a, b)
 }
 
 // state is the replicated data: the records, an index by expiry, and FSM
@@ -31,7 +29,7 @@ type state struct {
 	// index it reflects is one atomic view; the digest leaves it out.
 	applied uint64
 	records *btree.BTreeG[*Record]
-	expiry  *btree.BTreeG[expiryItem]
+	expiry  *btree.BTreeG[*Record]
 	// pending counts PENDING records (the rest are COMPLETED), kept on
 	// every put and remove so metrics need no walk.
 	pending int
@@ -74,18 +72,18 @@ func (s *state) live(k RecordKey) (*Record, bool) {
 // put stores r, replacing any record under the same key.
 func (s *state) put(r *Record) {
 	if old, ok := s.records.ReplaceOrInsert(r); ok {
-		s.expiry.Delete(expiryItem{at: old.ExpiresAt, key: old.RecordKey})
+		s.expiry.Delete(old)
 		s.countPending(old, -1)
 		s.usage.count(old, -1)
 	}
-	s.expiry.ReplaceOrInsert(expiryItem{at: r.ExpiresAt, key: r.RecordKey})
+	s.expiry.ReplaceOrInsert(r)
 	s.countPending(r, 1)
 	s.usage.count(r, 1)
 }
 
 func (s *state) remove(k RecordKey) {
 	if old, ok := s.records.Delete(&Record{RecordKey: k}); ok {
-		s.expiry.Delete(expiryItem{at: old.ExpiresAt, key: old.RecordKey})
+		s.expiry.Delete(old)
 		s.countPending(old, -1)
 		s.usage.count(old, -1)
 	}
