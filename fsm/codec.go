@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 )
 
 // Sentinel errors of decoding. A log entry that fails to decode is fatal to
@@ -13,7 +14,13 @@ var (
 	ErrTruncated = errors.New("truncated input")
 	// ErrMalformed means a field holds a value no encoder writes.
 	ErrMalformed = errors.New("malformed input")
+	// ErrChecksum means a command's or a snapshot's checksum does not match
+	// its bytes: they were damaged after they were written.
+	ErrChecksum = errors.New("checksum mismatch")
 )
+
+// crcTable is CRC-32C (Castagnoli), which commands and snapshots end with.
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // encoder appends a compact binary form: unsigned varints, zig-zag varints
 // for signed values, and length-prefixed byte strings.

@@ -34,12 +34,17 @@ func sentinel(err error) bool {
 }
 
 func FuzzDecodeCommand(f *testing.F) {
+	// Seeds in both formats: random bytes rarely carry a valid checksum, so
+	// the checksum-less first format is where the fuzzer reaches the
+	// decoder behind it.
 	for _, c := range seedCommands() {
 		f.Add(EncodeCommand(c))
+		f.Add(legacy(c))
 	}
 	f.Add([]byte{})
 	f.Add([]byte{commandFormat})
-	f.Add([]byte{commandFormat, byte(TypeBatch), 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add([]byte{commandFormatV1, byte(TypeBatch), 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add(sealed(byte(TypeBatch), 0, 0xff, 0xff, 0xff, 0xff, 0x0f))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCommand(b)
 		if err != nil {
@@ -64,40 +69,101 @@ func FuzzDecodeCommand(f *testing.F) {
 	})
 }
 
+// encodedBody returns the encoded form of c without the format byte and
+// the checksum, to build inputs the decoder must refuse after the checksum.
+func encodedBody(c *Command) []byte {
+	enc := EncodeCommand(c)
+	return enc[1 : len(enc)-commandCRCLen]
+}
+
+// sealed frames body in the current format with a valid checksum.
+func sealed(body ...byte) []byte {
+	b := append([]byte{commandFormat}, body...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+}
+
+// legacy returns c in the first format, without a checksum.
+func legacy(c *Command) []byte { return append([]byte{commandFormatV1}, encodedBody(c)...) }
+
 func TestDecodeCommandRefusesMalformed(t *testing.T) {
-	valid := EncodeCommand(complete("k", tok(1), charged, at(1)))
+	valid := encodedBody(complete("k", tok(1), charged, at(1)))
 	withResponseByte := func(v byte) []byte {
-		b := EncodeCommand(complete("k", 1, nil, 0))
+		b := encodedBody(complete("k", 1, nil, 0))
 		b[len(b)-1] = v // the presence byte is the last one of a nil response
-		return b
+		return sealed(b...)
 	}
 	// A status beyond int32: no encoder writes it, so it must not decode to
 	// a truncated (here negative) status.
-	bigStatus := EncodeCommand(complete("k", 1, &Response{}, 0))
-	bigStatus = append(bigStatus[:len(bigStatus)-4], 1, 0x80, 0x80, 0x80, 0x80, 0x10, 0, 0)
+	bigStatus := encodedBody(complete("k", 1, &Response{}, 0))
+	bigStatus = sealed(append(bigStatus[:len(bigStatus)-4], 1, 0x80, 0x80, 0x80, 0x80, 0x10, 0, 0)...)
 	huge := &Command{Type: TypeBatch}
 	for range MaxBatch + 1 {
 		huge.Batch = append(huge.Batch, expire(1, 0))
 	}
+	// Every input but the first two has a valid checksum, so the refusal
+	// comes from the check each case is named for.
 	cases := map[string][]byte{
 		"empty":                 {},
-		"unknown format":        append([]byte{2}, valid[1:]...),
-		"type unknown":          {commandFormat, byte(TypeUnknown), 0},
-		"type past the last":    {commandFormat, byte(typeEnd), 0},
-		"truncated":             valid[:len(valid)-1],
-		"trailing bytes":        append(append([]byte(nil), valid...), 0),
+		"unknown format":        append([]byte{3}, valid...),
+		"type unknown":          sealed(byte(TypeUnknown), 0),
+		"type past the last":    sealed(byte(typeEnd), 0),
+		"truncated":             sealed(valid[:len(valid)-1]...),
+		"trailing bytes":        sealed(append(append([]byte(nil), valid...), 0)...),
 		"nested batch":          EncodeCommand(batch(batch())),
-		"batch count too large": {commandFormat, byte(TypeBatch), 0, 0xff, 0xff, 0x03},
+		"batch count too large": sealed(byte(TypeBatch), 0, 0xff, 0xff, 0x03),
 		"batch over MaxBatch":   EncodeCommand(huge),
 		"response presence 2":   withResponseByte(2),
 		"status beyond int32":   bigStatus,
-		"expire limit > 2^32":   {commandFormat, byte(TypeExpire), 0, 0x80, 0x80, 0x80, 0x80, 0x10},
-		"string past the end":   {commandFormat, byte(TypeRelease), 0, 0x7f, 'a'},
-		"varint overflow":       {commandFormat, byte(TypeRelease), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"expire limit > 2^32":   sealed(byte(TypeExpire), 0, 0x80, 0x80, 0x80, 0x80, 0x10),
+		"string past the end":   sealed(byte(TypeRelease), 0, 0x7f, 'a'),
+		"varint overflow":       sealed(byte(TypeRelease), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
+		"v1 trailing bytes":     append(legacy(release("k", 1, 0)), 0),
 	}
 	for name, b := range cases {
-		if c, err := DecodeCommand(b); err == nil || !sentinel(err) {
+		c, err := DecodeCommand(b)
+		if err == nil || !sentinel(err) {
 			t.Errorf("%s: decoded %+v, err %v; want a decoding error", name, c, err)
+		}
+		if errors.Is(err, ErrChecksum) {
+			t.Errorf("%s: refused by the checksum, not by the check it names: %v", name, err)
+		}
+	}
+}
+
+func TestDecodeCommandRefusesEveryFlippedByte(t *testing.T) {
+	for _, c := range seedCommands() {
+		enc := EncodeCommand(c)
+		for i := range enc {
+			for _, mask := range []byte{0x01, 0x80, 0xff} {
+				bad := append([]byte(nil), enc...)
+				bad[i] ^= mask
+				if got, err := DecodeCommand(bad); err == nil || !sentinel(err) {
+					t.Fatalf("%s: byte %d of %d xor %#x decoded to %+v, err %v", c.Type, i, len(enc), mask, got, err)
+				}
+			}
+		}
+		for _, n := range []int{0, 1, len(enc) - 1} {
+			if _, err := DecodeCommand(enc[:n]); err == nil || !sentinel(err) {
+				t.Fatalf("%s: truncated to %d bytes: err %v", c.Type, n, err)
+			}
+		}
+	}
+}
+
+// TestDecodeCommandReadsFormat1 keeps logs written before commands carried
+// a checksum readable: the same command, decoded from either format.
+func TestDecodeCommandReadsFormat1(t *testing.T) {
+	for _, c := range seedCommands() {
+		v1, err := DecodeCommand(legacy(c))
+		if err != nil {
+			t.Fatalf("%s in format 1: %v", c.Type, err)
+		}
+		v2, err := DecodeCommand(EncodeCommand(c))
+		if err != nil {
+			t.Fatalf("%s: %v", c.Type, err)
+		}
+		if !reflect.DeepEqual(v1, v2) {
+			t.Fatalf("%s: format 1 decodes to %+v, format 2 to %+v", c.Type, v1, v2)
 		}
 	}
 }

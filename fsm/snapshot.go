@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
@@ -20,11 +19,6 @@ const (
 	// and keys fit easily), so a corrupt length cannot allocate gigabytes.
 	maxSnapshotRecord = 8 << 20
 )
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
-
-// ErrChecksum means a snapshot's trailing checksum does not match its bytes.
-var ErrChecksum = errors.New("snapshot checksum mismatch")
 
 // WriteSnapshot streams the state: a header (magic, version, FSM time,
 // applied index, record count), each record length-prefixed in key order, then a CRC-32C
