@@ -21,4 +21,12 @@ var (
 	// leader would add it straight back. Stop it first (SIGTERM makes it
 	// leave, which removes it).
 	ErrMemberAlive = errors.New("server is alive")
+	// ErrDataDir means the data dir does not take writes (read-only, full,
+	// no permission): the node refuses to start on it.
+	ErrDataDir = errors.New("data dir unusable")
+	// ErrCorrupt means the log or a snapshot in the data dir does not read
+	// back as written. The node refuses to start rather than serve state
+	// that differs from its peers'; the remedy is to wipe the data dir and
+	// let the node rejoin, which copies the state from the leader.
+	ErrCorrupt = errors.New("corrupt")
 )

@@ -58,6 +58,9 @@ func Open(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
+	if err := probeDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), fsm: newTrackedFSM(),
 		leaderNotify: make(chan bool, 16), commits: newCommitter(), stop: make(chan struct{})}
 	n.registerMetrics(cfg.Metrics)
@@ -112,6 +115,9 @@ func (n *Node) openRaft() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("open snapshot store: %w", err)
 	}
+	if err := n.loadStoredState(snaps, n.store); err != nil {
+		return false, err
+	}
 	n.stream, err = newStreamLayer(n.cfg)
 	if err != nil {
 		return false, err
@@ -151,6 +157,9 @@ func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
 	rc.SnapshotThreshold = n.cfg.SnapshotThreshold
 	rc.SnapshotInterval = n.cfg.SnapshotInterval
 	rc.TrailingLogs = n.cfg.TrailingLogs
+	// loadStoredState has restored the newest snapshot already, refusing a
+	// damaged one instead of letting raft fall back to an older one.
+	rc.NoSnapshotRestoreOnStart = true
 	// Loopback and LAN clusters detect a dead leader in about a second.
 	rc.HeartbeatTimeout = 1000 * time.Millisecond
 	rc.ElectionTimeout = 1000 * time.Millisecond
