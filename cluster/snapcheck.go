@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -24,9 +25,12 @@ import (
 // and raft, started with NoSnapshotRestoreOnStart, takes the index and
 // configuration from the same snapshot's metadata without reading it again.
 func (n *Node) loadStoredState(snaps *raft.FileSnapshotStore, logs raft.LogStore) error {
+	start := time.Now()
 	if err := verifyLog(logs); err != nil {
 		return err
 	}
+	first, last, _ := logBounds(logs)
+	n.log.Info("verified log", "first", first, "last", last, "took", time.Since(start).Round(time.Millisecond))
 	if err := checkSnapshotMetas(filepath.Join(n.cfg.DataDir, "snapshots")); err != nil {
 		return err
 	}
@@ -36,6 +40,7 @@ func (n *Node) loadStoredState(snaps *raft.FileSnapshotStore, logs raft.LogStore
 	}
 	var snapIndex uint64
 	if len(list) > 0 {
+		start := time.Now()
 		newest := list[0]
 		_, rc, err := snaps.Open(newest.ID)
 		if err != nil {
@@ -45,7 +50,8 @@ func (n *Node) loadStoredState(snaps *raft.FileSnapshotStore, logs raft.LogStore
 			return corruptSnapshot(newest.ID, err)
 		}
 		snapIndex = newest.Index
-		n.log.Info("restored snapshot", "id", newest.ID, "index", newest.Index, "records", n.fsm.Len())
+		n.log.Info("restored snapshot", "id", newest.ID, "index", newest.Index, "records", n.fsm.Len(),
+			"took", time.Since(start).Round(time.Millisecond))
 	}
 	return checkLogContinues(logs, snapIndex)
 }
