@@ -29,8 +29,9 @@ func (n *Node) loadStoredState(snaps *raft.FileSnapshotStore, logs raft.LogStore
 	if err := verifyLog(logs); err != nil {
 		return err
 	}
-	first, last, _ := logBounds(logs)
-	n.log.Info("verified log", "first", first, "last", last, "took", time.Since(start).Round(time.Millisecond))
+	if first, last, _ := logBounds(logs); last > 0 {
+		n.log.Info("verified log", "first", first, "last", last, "took", time.Since(start).Round(time.Millisecond))
+	}
 	if err := checkSnapshotMetas(filepath.Join(n.cfg.DataDir, "snapshots")); err != nil {
 		return err
 	}
