@@ -63,6 +63,11 @@ func newCommitter() *committer {
 // retry (claims with the same owner, completes with the same token and
 // response).
 func (n *Node) Apply(ctx context.Context, c *fsm.Command) (fsm.Result, error) {
+	if c.Type == fsm.TypeBatch {
+		// The committer may put c inside a Batch of its own, and batches do
+		// not nest: every node would refuse to apply the entry.
+		return fsm.Result{}, fmt.Errorf("apply: pass single commands; writes are batched by the committer")
+	}
 	if n.raft.State() != raft.Leader {
 		return fsm.Result{}, ErrNotLeader
 	}

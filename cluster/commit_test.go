@@ -90,3 +90,18 @@ func TestGroupCommitSkipsAbandonedCommands(t *testing.T) {
 		t.Fatalf("abandoned command was applied: %+v", r)
 	}
 }
+
+// TestApplyRefusesBatches: a Batch handed to Apply could be wrapped in the
+// committer's own Batch, which no node can apply; it is refused up front.
+func TestApplyRefusesBatches(t *testing.T) {
+	t.Parallel()
+	n := mustSingleNode(t, nil)
+	b := &fsm.Command{Type: fsm.TypeBatch, Batch: []*fsm.Command{claimCmd("b1", "o")}}
+	if _, err := n.Apply(context.Background(), b); err == nil {
+		t.Fatal("Apply took a Batch")
+	}
+	if _, ok := n.Machine().Get(b.Batch[0].Key); ok {
+		t.Fatal("the refused batch was applied")
+	}
+}
+
