@@ -104,4 +104,3 @@ func TestApplyRefusesBatches(t *testing.T) {
 		t.Fatal("the refused batch was applied")
 	}
 }
-
