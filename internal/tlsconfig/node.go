@@ -97,7 +97,12 @@ func (n *Node) GRPCServer() *tls.Config {
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2"},
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-			if hello.ServerName == PeerServerName && n.peerCA != nil {
+			if hello.ServerName == PeerServerName {
+				if n.peerCA == nil {
+					// Served the client config, a client certificate would
+					// pass IsPeer (verified chain, peer server name): refuse.
+					return nil, fmt.Errorf("this node has no peer TLS (--peer-ca); %s is not served", PeerServerName)
+				}
 				return n.peerServer([]string{"h2"}), nil
 			}
 			return n.apiServer(), nil

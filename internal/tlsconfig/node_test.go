@@ -166,6 +166,27 @@ func TestPeerConnections(t *testing.T) {
 	}
 }
 
+// TestNoPeerNameWithoutPeerTLS: a node without a cluster CA (standalone)
+// refuses the peer server name, so a client certificate can never pass as a
+// peer there (IsPeer would otherwise see a verified chain on that name).
+func TestNoPeerNameWithoutPeerTLS(t *testing.T) {
+	p := newPKI(t)
+	f := p.files
+	f.PeerCA = ""
+	var lastPeer atomic.Bool
+	addr := serveHealth(t, p.load(t, f), &lastPeer)
+	client := p.clients.IssueClient(t, "acme")
+	cfg := clientConfig(p.cluster, &client, t)
+	cfg.ServerName, cfg.InsecureSkipVerify = PeerServerName, true
+	if err := check(addr, credentials.NewTLS(cfg)); err == nil || lastPeer.Load() {
+		t.Fatalf("a client asking for %s on a node without peer TLS: err %v, marked peer %v; want refused",
+			PeerServerName, err, lastPeer.Load())
+	}
+	if err := check(addr, credentials.NewTLS(clientConfig(p.cluster, &client, t))); err != nil {
+		t.Fatalf("the same client on the API name: %v", err)
+	}
+}
+
 // TestCertificateReload: a certificate replaced on disk is served from the
 // next handshake on, without a restart; a broken replacement keeps the old.
 func TestCertificateReload(t *testing.T) {
