@@ -124,6 +124,11 @@ func (n *Node) LinearizableBarrier(ctx context.Context) error {
 	if err := n.reads.wait(ctx); err != nil {
 		return err
 	}
+	if n.raft.CurrentTerm() != ts.term {
+		// Leadership was lost and won again meanwhile: the read index
+		// belongs to the old term. The caller retries.
+		return ErrNotLeader
+	}
 	return n.fsm.waitApplied(ctx, readIndex)
 }
 

@@ -210,6 +210,13 @@ func (l *link) fail(err error) {
 		err = fmt.Errorf("closed")
 	}
 	l.err = grpcstatus.Errorf(codes.Unavailable, "forwarding stream to leader %s: %v", l.addr, err)
+	switch grpcstatus.Code(err) {
+	case codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented:
+		// A configuration problem (this node is not accepted as a peer, or
+		// the leader does not serve the stream): retrying cannot help, so
+		// the caller sees it at once instead of a timeout.
+		l.err = grpcstatus.Errorf(grpcstatus.Code(err), "forwarding stream to leader %s: %s", l.addr, grpcstatus.Convert(err).Message())
+	}
 	close(l.dead)
 	l.cancel()
 }

@@ -171,3 +171,27 @@ func TestGatherKeepsMessagesUnderTheLimit(t *testing.T) {
 		t.Fatalf("messages %v, want %s", sizes, want)
 	}
 }
+
+// TestForwardLinkReportsConfigurationErrors: a leader that refuses the
+// stream for good (here it does not serve it at all) is reported with its
+// code at once, not as a retryable Unavailable that ends in a timeout.
+func TestForwardLinkReportsConfigurationErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer() // no Forward service
+	go g.Serve(ln)
+	t.Cleanup(g.Stop)
+	f := &forwarder{}
+	t.Cleanup(f.close)
+	l, err := f.link(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := l.call(ctx, getCall("a")); status.Code(err) != codes.Unimplemented || retryable(err) {
+		t.Fatalf("call to a leader without the stream: %v, want Unimplemented, not retryable", err)
+	}
+}

@@ -3,7 +3,6 @@ package rpc
 import (
 	"context"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -12,9 +11,6 @@ import (
 
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
-
-// forwardedTimeout bounds a forwarded call that carried no deadline.
-const forwardedTimeout = 10 * time.Second
 
 // forwardService serves idem.v1.Forward: the leader's end of the streams
 // followers forward their clients' calls over.
@@ -28,11 +24,12 @@ type forwardService struct {
 // on), and sends the replies back as they complete, batched like the calls.
 func (f forwardService) Calls(stream idempb.Forward_CallsServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
+	var calls inflight
+	// Cancel first: calls still running end, and none blocks on replies
+	// that nobody reads any more; then no call outlives the stream.
+	defer func() { cancel(); calls.closeAndWait() }()
 	replies := make(chan *idempb.ForwardReply, 256)
 	recvErr := make(chan error, 1)
-	var running sync.WaitGroup
-	defer running.Wait()
 	go func() {
 		for {
 			msg, err := stream.Recv()
@@ -41,15 +38,13 @@ func (f forwardService) Calls(stream idempb.Forward_CallsServer) error {
 				return
 			}
 			for _, c := range msg.GetCalls() {
-				running.Add(1)
-				go func() {
-					defer running.Done()
+				calls.start(func() {
 					r := f.s.serveForwarded(ctx, c)
 					select {
 					case replies <- r:
 					case <-ctx.Done():
 					}
-				}()
+				})
 			}
 		}
 	}()
@@ -73,15 +68,44 @@ func (f forwardService) Calls(stream idempb.Forward_CallsServer) error {
 	}
 }
 
-// serveForwarded runs one forwarded call within what was left of the
-// client's deadline.
-func (s *Server) serveForwarded(parent context.Context, c *idempb.ForwardCall) *idempb.ForwardReply {
-	timeout := forwardedTimeout
-	if c.GetTimeout() != nil {
-		timeout = c.GetTimeout().AsDuration()
+// inflight tracks the calls a stream runs. Once closed it starts no more,
+// so waiting for them never races a late start.
+type inflight struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func (i *inflight) start(run func()) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.closed {
+		return
 	}
-	ctx, cancel := context.WithTimeout(parent, timeout)
-	defer cancel()
+	i.wg.Add(1)
+	go func() {
+		defer i.wg.Done()
+		run()
+	}()
+}
+
+func (i *inflight) closeAndWait() {
+	i.mu.Lock()
+	i.closed = true
+	i.mu.Unlock()
+	i.wg.Wait()
+}
+
+// serveForwarded runs one forwarded call within what was left of the
+// client's deadline; a call whose client set none has none here either
+// (a claim may wait as long as it asked), like a unary call.
+func (s *Server) serveForwarded(parent context.Context, c *idempb.ForwardCall) *idempb.ForwardReply {
+	ctx := parent
+	if c.GetTimeout() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(parent, c.GetTimeout().AsDuration())
+		defer cancel()
+	}
 	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(forwardedKey, "1"))
 	reply := &idempb.ForwardReply{Id: c.GetId()}
 	var err error

@@ -1,0 +1,106 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/idemnode/idemnode/internal/testutil"
+	"github.com/idemnode/idemnode/rpc/idempb"
+)
+
+// leaderWithStream serves a real single node's API (its own leader) on
+// loopback and opens a forwarding link to it, as a follower would.
+func leaderWithStream(t *testing.T) (*Server, *grpc.Server, *link) {
+	t.Helper()
+	s := NewServer(mustNode(t), DefaultLimits(), nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(ServerOptions()...)
+	s.Register(g)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(g.Stop)
+	f := &forwarder{}
+	t.Cleanup(f.close)
+	l, err := f.link(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, g, l
+}
+
+// waitingClaim is a claim of a key someone else holds, waiting up to wait.
+func waitingClaim(key, owner string, wait time.Duration) *idempb.ForwardCall {
+	return &idempb.ForwardCall{Request: &idempb.ForwardCall_Claim{Claim: &idempb.ClaimRequest{
+		Id: &idempb.RecordId{Tenant: "t", Key: key}, Fingerprint: []byte("fp"), Owner: owner,
+		Lease: durationpb.New(time.Minute), Wait: durationpb.New(wait)}}}
+}
+
+// TestShutdownEndsStreamsWithCallsRunning: a leader shutting down while a
+// stream has hundreds of calls waiting stops at once, instead of waiting
+// for them (GracefulStop used to hang on such a stream).
+func TestShutdownEndsStreamsWithCallsRunning(t *testing.T) {
+	s, g, l := leaderWithStream(t)
+	ctx := testCtx(t)
+	if _, err := s.Claim(ctx, &idempb.ClaimRequest{Id: &idempb.RecordId{Tenant: "t", Key: "held"},
+		Fingerprint: []byte("fp"), Owner: "holder", Lease: durationpb.New(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 400 {
+		go func() { _, _ = l.call(ctx, waitingClaim("held", fmt.Sprintf("w%d", i), time.Minute)) }()
+	}
+	testutil.WaitFor(t, 10*time.Second, "400 waiting claims on the leader", func() bool {
+		total, _ := s.waits.active("")
+		return total >= 400
+	})
+	s.Shutdown()
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("GracefulStop still waiting 5 s after Shutdown: the forwarding stream did not end")
+	}
+}
+
+// TestForwardedWaitWithoutDeadlineLastsAsAsked: a forwarded claim whose
+// client set no deadline waits as long as its wait, like a unary call; it
+// is not cut at some default on the leader.
+func TestForwardedWaitWithoutDeadlineLastsAsAsked(t *testing.T) {
+	t.Parallel()
+	s, _, l := leaderWithStream(t)
+	ctx := testCtx(t)
+	held, err := s.Claim(ctx, &idempb.ClaimRequest{Id: &idempb.RecordId{Tenant: "t", Key: "slow"},
+		Fingerprint: []byte("fp"), Owner: "holder", Lease: durationpb.New(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := make(chan *idempb.ForwardReply, 1)
+	go func() {
+		r, err := l.call(context.Background(), waitingClaim("slow", "waiter", 20*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		answer <- r
+	}()
+	time.Sleep(11 * time.Second) // past any 10 s default a forwarded call once had
+	if _, err := s.Complete(ctx, &idempb.CompleteRequest{Id: &idempb.RecordId{Tenant: "t", Key: "slow"},
+		Token: held.GetToken(), Response: &idempb.Response{Status: 201, Body: []byte("done")}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-answer:
+		if got := r.GetClaim().GetOutcome(); got != idempb.Outcome_OUTCOME_COMPLETED {
+			t.Fatalf("waiting claim answered %v, want COMPLETED once the holder completed", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting claim did not answer after the completion")
+	}
+}
