@@ -104,3 +104,67 @@ func TestApplyRefusesBatches(t *testing.T) {
 		t.Fatal("the refused batch was applied")
 	}
 }
+
+// TestGroupCommitMixesCommandTypes: claims, completions, releases, extends
+// and an Expire proposed at the same time share entries, and each caller
+// gets the result of its own command type.
+func TestGroupCommitMixesCommandTypes(t *testing.T) {
+	t.Parallel()
+	n := mustSingleNode(t, nil)
+	ctx := context.Background()
+	held := map[string]uint64{}
+	for _, k := range []string{"to-complete", "to-release", "to-extend"} {
+		res, err := n.Apply(ctx, claimCmd(k, "holder"))
+		if err != nil || res.Outcome != fsm.OutcomeWon {
+			t.Fatalf("claim %s: %v %v", k, res.Outcome, err)
+		}
+		held[k] = res.Record.Token
+	}
+	key := func(k string) fsm.RecordKey { return fsm.RecordKey{Tenant: "t", Scope: "s", Key: k} }
+	cmds := map[string]*fsm.Command{
+		"complete": {Type: fsm.TypeComplete, Key: key("to-complete"), Token: held["to-complete"],
+			Response: &fsm.Response{Status: 201, Body: []byte("ok")}},
+		"release": {Type: fsm.TypeRelease, Key: key("to-release"), Token: held["to-release"]},
+		"extend":  {Type: fsm.TypeExtend, Key: key("to-extend"), Token: held["to-extend"], Lease: int64(2 * time.Minute)},
+		"expire":  {Type: fsm.TypeExpire, Limit: 10},
+	}
+	for i := range 40 {
+		cmds[fmt.Sprintf("claim-%d", i)] = claimCmd(fmt.Sprintf("new-%d", i), "o")
+	}
+	before := n.Raft().LastIndex()
+	results := map[string]fsm.Result{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, c := range cmds {
+		wg.Go(func() {
+			res, err := n.Apply(ctx, c)
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			mu.Lock()
+			results[name] = res
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if got := results["complete"]; got.Outcome != fsm.OutcomeOK || got.Record.State != fsm.StateCompleted {
+		t.Errorf("complete: %s %+v", got.Outcome, got.Record)
+	}
+	if got := results["release"]; got.Outcome != fsm.OutcomeOK || got.Record != nil {
+		t.Errorf("release: %s %+v", got.Outcome, got.Record)
+	}
+	if got := results["extend"]; got.Outcome != fsm.OutcomeOK || got.Record.Token != held["to-extend"] {
+		t.Errorf("extend: %s %+v", got.Outcome, got.Record)
+	}
+	if got := results["expire"]; got.Outcome != fsm.OutcomeOK || got.Expired != 0 {
+		t.Errorf("expire: %s, %d expired; want OK, nothing expired", got.Outcome, got.Expired)
+	}
+	for i := range 40 {
+		if got := results[fmt.Sprintf("claim-%d", i)]; got.Outcome != fsm.OutcomeWon || got.Record.RecordKey != key(fmt.Sprintf("new-%d", i)) {
+			t.Errorf("claim-%d: %s %+v", i, got.Outcome, got.Record)
+		}
+	}
+	if entries := n.Raft().LastIndex() - before; entries >= uint64(len(cmds)) {
+		t.Errorf("%d commands took %d entries: nothing was batched", len(cmds), entries)
+	}
+}
