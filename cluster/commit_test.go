@@ -72,7 +72,8 @@ func TestGroupCommitBatchesConcurrentWrites(t *testing.T) {
 
 // TestGroupCommitSkipsAbandonedCommands: a caller that gave up before its
 // command was proposed gets its context's error, and the command is never
-// applied.
+// applied. (Apply may notice the context before queueing; the committer's
+// own drop is tested deterministically in TestGatherDropsCallersThatGaveUp.)
 func TestGroupCommitSkipsAbandonedCommands(t *testing.T) {
 	t.Parallel()
 	n := mustSingleNode(t, nil)

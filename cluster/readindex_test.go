@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,7 +39,16 @@ func TestReadsJoinOnlyARoundThatStartsAfterThem(t *testing.T) {
 	}
 	second := make(chan error, 1)
 	go func() { second <- g.wait(context.Background()) }()
-	time.Sleep(20 * time.Millisecond) // let the second read queue up
+	// The second read waits for a round of its own, not yet started.
+	for {
+		g.mu.Lock()
+		queued := g.next != nil
+		g.mu.Unlock()
+		if queued {
+			break
+		}
+		runtime.Gosched()
+	}
 	g.release <- struct{}{}
 	if err := <-first; err != nil {
 		t.Fatal(err)

@@ -103,7 +103,12 @@ func TestForwardLinkBatchesAndRoutesReplies(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(100 * time.Millisecond) // the first message waits at the leader; the rest queue
+	// Every caller is waiting before the leader answers anything.
+	testutil.WaitFor(t, 5*time.Second, "all calls registered", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.pending) == calls
+	})
 	close(e.release)
 	wg.Wait()
 	e.mu.Lock()
