@@ -83,9 +83,9 @@ func getCall(key string) *idempb.ForwardCall {
 	return &idempb.ForwardCall{Request: &idempb.ForwardCall_Get{Get: &idempb.GetRequest{Id: &idempb.RecordId{Tenant: "t", Key: key}}}}
 }
 
-// TestForwardLinkBatchesAndRoutesReplies: calls queued while a message is
-// on its way share the next message, and each caller gets its own reply.
-func TestForwardLinkBatchesAndRoutesReplies(t *testing.T) {
+// TestForwardLinkRoutesReplies: many calls in flight on one stream, answered
+// together, each caller gets its own reply.
+func TestForwardLinkRoutesReplies(t *testing.T) {
 	e := &echoLeader{release: make(chan struct{})}
 	_, _, l := linkTo(t, e)
 	const calls = 100
@@ -113,9 +113,9 @@ func TestForwardLinkBatchesAndRoutesReplies(t *testing.T) {
 	wg.Wait()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if len(e.sizes) >= calls/2 {
-		t.Fatalf("%d calls went in %d messages %v: not batched", calls, len(e.sizes), e.sizes)
-	}
+	// How many calls share a message depends on how fast the sender keeps up
+	// (on a loaded machine it may send them one by one); that what is queued
+	// goes together is TestGatherKeepsMessagesUnderTheLimit's.
 	t.Logf("%d calls in messages of %v", calls, e.sizes)
 }
 
