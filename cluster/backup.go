@@ -7,11 +7,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
-	"path/filepath"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/idemnode/idemnode/fsm"
 )
@@ -68,16 +67,16 @@ func RestoreBackup(dataDir, nodeID, raftAddr string, backup []byte) (BackupInfo,
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return BackupInfo{}, fmt.Errorf("create data dir: %w", err)
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dataDir, "raft.db"), BoltOptions: boltOptions()})
+	store, err := openStores(dataDir, DefaultLogSegmentSize, slog.Default())
 	if err != nil {
-		return BackupInfo{}, fmt.Errorf("open log store in %s (is a node running on it?): %w", dataDir, err)
+		return BackupInfo{}, err
 	}
 	defer store.Close()
 	snaps, err := raft.NewFileSnapshotStore(dataDir, 2, io.Discard)
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("open snapshot store: %w", err)
 	}
-	existing, err := raft.HasExistingState(store, store, snaps)
+	existing, err := raft.HasExistingState(store.log, store.stable, snaps)
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("inspect data dir %s: %w", dataDir, err)
 	}
@@ -102,7 +101,7 @@ func RestoreBackup(dataDir, nodeID, raftAddr string, backup []byte) (BackupInfo,
 	}
 	// Raft restores the snapshot but keeps its term; record term 1 so the
 	// first election starts above it.
-	if err := store.SetUint64([]byte("CurrentTerm"), 1); err != nil {
+	if err := store.stable.SetUint64([]byte("CurrentTerm"), 1); err != nil {
 		return BackupInfo{}, fmt.Errorf("store term: %w", err)
 	}
 	sum := sha256.Sum256(backup)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
@@ -67,6 +68,10 @@ type Config struct {
 	ExpiryInterval time.Duration
 	ExpiryLimit    uint32
 
+	// LogSegmentSize is the size each Raft log segment file is preallocated
+	// to; 0 means DefaultLogSegmentSize.
+	LogSegmentSize int
+
 	// DiskStallTimeout makes the node exit when a Raft log write takes
 	// longer (see guardedLogStore); 0 disables the watchdog.
 	DiskStallTimeout time.Duration
@@ -84,6 +89,10 @@ type Config struct {
 	LogJSON bool
 	// Metrics receives the node's Prometheus series; nil registers none.
 	Metrics prometheus.Registerer
+
+	// exit ends the process when the Raft log cannot be written
+	// (guardedLogStore); nil means os.Exit. Tests set it (export_test.go).
+	exit func(code int)
 }
 
 // withDefaults fills zero values and checks the rest.
@@ -106,6 +115,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = 10240
 	}
+	if c.LogSegmentSize == 0 {
+		c.LogSegmentSize = DefaultLogSegmentSize
+	}
 	if c.SnapshotRetain == 0 {
 		c.SnapshotRetain = 2
 	}
@@ -123,6 +135,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.exit == nil {
+		c.exit = os.Exit
 	}
 	return c, nil
 }

@@ -9,16 +9,20 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// guardedLogStore wraps the Raft log store with a write watchdog and, for
-// fault-injection runs, a stall switch.
+// guardedLogStore makes the Raft log crash-only: a write that fails or
+// hangs ends the process, and the supervisor's restart recovers the log from
+// what is on disk, like after any crash. It also holds, for fault-injection
+// runs, a stall switch.
 //
-// The watchdog is a workaround for a known hashicorp/raft hazard: the
-// leader appends to its log inside its main loop, so a leader whose disk
-// hangs keeps sending heartbeats from its replication goroutines while
-// committing nothing, and the whole cluster hangs with it. A node whose log
-// write takes longer than the stall timeout therefore exits (crash-only):
-// the followers elect a healthy leader, and the supervisor restarts this
-// node, which recovers from its log like after any crash.
+// A failed write: after an append fails (a full disk, an I/O error, a
+// failed fsync) the log store's in-memory position may be ahead of the
+// file, and an fsync error leaves the page cache claiming data the disk may
+// not have; only a fresh read from disk is trustworthy (etcd and PostgreSQL
+// answer the same way). A hung write is a known hashicorp/raft hazard: the
+// leader appends inside its main loop, so a leader whose disk hangs keeps
+// sending heartbeats from its replication goroutines while committing
+// nothing, and the whole cluster hangs with it. In both cases the other
+// nodes elect a healthy leader.
 type guardedLogStore struct {
 	raft.LogStore
 	stallTimeout time.Duration
@@ -28,6 +32,9 @@ type guardedLogStore struct {
 	log       *slog.Logger
 	exit      func(code int)
 }
+
+// exitLogWrite is the exit code of a node whose log write failed or hung.
+const exitLogWrite = 3
 
 // StoreLog stores one entry under the watchdog.
 func (g *guardedLogStore) StoreLog(l *raft.Log) error {
@@ -39,25 +46,37 @@ func (g *guardedLogStore) StoreLogs(logs []*raft.Log) error {
 	return g.guard(func() error { return g.LogStore.StoreLogs(logs) })
 }
 
+// DeleteRange truncates the log under the watchdog.
+func (g *guardedLogStore) DeleteRange(first, last uint64) error {
+	return g.guard(func() error { return g.LogStore.DeleteRange(first, last) })
+}
+
+// IsMonotonic passes on whether the wrapped store refuses gaps in the log
+// (raft.MonotonicLogStore): raft then empties the log after installing a
+// snapshot instead of leaving a gap the store would refuse.
+func (g *guardedLogStore) IsMonotonic() bool {
+	m, ok := g.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
 func (g *guardedLogStore) guard(write func() error) error {
-	if g.stallTimeout <= 0 && g.stallFile == "" {
-		return write()
-	}
-	done := make(chan struct{})
 	if g.stallTimeout > 0 {
+		done := make(chan struct{})
 		timer := time.AfterFunc(g.stallTimeout, func() {
 			select {
 			case <-done:
 			default:
 				g.log.Error("raft log write stalled; exiting so a healthy node can lead", "timeout", g.stallTimeout)
-				g.exit(3)
+				g.exit(exitLogWrite)
 			}
 		})
 		defer timer.Stop()
+		defer close(done)
 	}
-	defer close(done)
 	g.waitWhileStalled()
 	if err := write(); err != nil {
+		g.log.Error("raft log write failed; exiting so that a restart recovers the log from disk", "err", err)
+		g.exit(exitLogWrite)
 		return fmt.Errorf("store raft log: %w", err)
 	}
 	return nil

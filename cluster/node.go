@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
 	"github.com/idemnode/idemnode/fsm"
@@ -21,12 +19,13 @@ import (
 // Node is one idemnode server: the Raft instance, its stores and the state
 // machine. Writes go through Apply, reads through Read.
 type Node struct {
-	cfg   Config
-	log   *slog.Logger
-	raft  *raft.Raft
-	fsm   *trackedFSM
-	store *raftboltdb.BoltStore
-	trans *raft.NetworkTransport
+	cfg  Config
+	log  *slog.Logger
+	raft *raft.Raft
+	fsm  *trackedFSM
+	// stores are the Raft log and stable store (stores.go).
+	stores *stores
+	trans  *raft.NetworkTransport
 	// stream is the transport's network layer (TLS or not, see peertls.go).
 	stream raft.StreamLayer
 	// members is nil on a standalone node (no gossip address).
@@ -106,16 +105,15 @@ func (n *Node) startMembership(existing bool) error {
 // had Raft state already.
 func (n *Node) openRaft() (bool, error) {
 	var err error
-	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.cfg.DataDir, "raft.db"), BoltOptions: boltOptions()})
-	if err != nil {
-		return false, fmt.Errorf("open log store in %s (is another node running on it?): %w", n.cfg.DataDir, err)
+	if n.stores, err = openStores(n.cfg.DataDir, n.cfg.LogSegmentSize, n.log); err != nil {
+		return false, err
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr, JSONFormat: n.cfg.LogJSON})
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, n.cfg.SnapshotRetain, hlog)
 	if err != nil {
 		return false, fmt.Errorf("open snapshot store: %w", err)
 	}
-	if err := n.loadStoredState(snaps, n.store); err != nil {
+	if err := n.loadStoredState(snaps, n.stores.log); err != nil {
 		return false, err
 	}
 	n.stream, err = newStreamLayer(n.cfg)
@@ -128,13 +126,13 @@ func (n *Node) openRaft() (bool, error) {
 	}
 	n.trans = raft.NewNetworkTransportWithConfig(tc)
 	rc := n.raftConfig(hlog)
-	existing, err := raft.HasExistingState(n.store, n.store, snaps)
+	existing, err := raft.HasExistingState(n.stores.log, n.stores.stable, snaps)
 	if err != nil {
 		return false, fmt.Errorf("inspect raft state: %w", err)
 	}
-	logs := &guardedLogStore{LogStore: n.store, stallTimeout: n.cfg.DiskStallTimeout,
-		stallFile: n.cfg.FaultDiskStallFile, log: n.log, exit: os.Exit}
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.store, snaps, n.trans)
+	logs := &guardedLogStore{LogStore: n.stores.log, stallTimeout: n.cfg.DiskStallTimeout,
+		stallFile: n.cfg.FaultDiskStallFile, log: n.log, exit: n.cfg.exit}
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stores.stable, snaps, n.trans)
 	if err != nil {
 		return false, fmt.Errorf("start raft: %w", err)
 	}
@@ -220,8 +218,8 @@ func (n *Node) closeStores() error {
 	if n.trans != nil {
 		errs = append(errs, n.trans.Close())
 	}
-	if n.store != nil {
-		errs = append(errs, n.store.Close())
+	if n.stores != nil {
+		errs = append(errs, n.stores.Close())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close stores: %w", err)

@@ -140,6 +140,8 @@ func (c *Cluster) start(nd *Node, expect int, join []string) error {
 		GossipAddr: nd.GossipAddr(), GossipProfile: "local",
 		Join: join, BootstrapExpect: expect,
 		ReconcileInterval: 200 * time.Millisecond,
+		// Many test nodes run at once; each preallocates one segment.
+		LogSegmentSize: 4 << 20,
 	}
 	w := wiring{serverOpts: rpc.ServerOptions(), apiOpts: []rpc.Option{rpc.WithForwardSource(net.ParseIP(nd.IP))},
 		clientCreds: insecure.NewCredentials()}
