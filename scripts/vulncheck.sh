@@ -28,7 +28,8 @@ offline_db() {
 		mod=$(go mod download -json "golang.org/x/vulndb@$VULNDB_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
 		[ -n "$mod" ] || { echo "vulncheck: cannot download golang.org/x/vulndb@$VULNDB_VERSION" >&2; exit 1; }
 		src=$(mktemp -d)
-		trap 'rm -rf "$src"' EXIT
+		# Expanded now: the trap runs after the function (and its locals) is gone.
+		trap "rm -rf '$src'" EXIT
 		cp -r "$mod/." "$src" && chmod -R u+w "$src"
 		# gendb reads the entries from a git repository (for their dates).
 		git -C "$src" init -q && git -C "$src" add -A &&
