@@ -166,8 +166,17 @@ func TestOpenRefusesFullDataDir(t *testing.T) {
 func TestDiskFillsWhileServing(t *testing.T) {
 	t.Parallel()
 	fs := mountTmpfs(t, "8m")
-	exits := make(chan int, 16)
-	cfg := cluster.WithExitHook(soloConfig(filepath.Join(fs, "data"), "127.0.110.3"), func(code int) { exits <- code })
+	// The node keeps running after the hook (a real process would be gone)
+	// and may fail more writes; only the first exit matters, and the hook
+	// must never block raft.
+	exits := make(chan int, 1)
+	exit := func(code int) {
+		select {
+		case exits <- code:
+		default:
+		}
+	}
+	cfg := cluster.WithExitHook(soloConfig(filepath.Join(fs, "data"), "127.0.110.3"), exit)
 	n := openSolo(t, cfg)
 	ctx := ctxFor(t, time.Minute)
 	body := bytes.Repeat([]byte("b"), 32<<10)
