@@ -20,7 +20,7 @@ import (
 // fsync into a preallocated file, where bolt's copy-on-write B-tree needs
 // two fsyncs and rewrites pages. The log append sits on every write's
 // critical path twice (leader, then follower), and measured on the claim
-// benchmark the switch cut a commit round from 2.8 to 1.8 ms
+// benchmark the switch cut dispatch-to-commit from 2.8 to 1.8 ms
 // (docs/PERFORMANCE.md). The term and vote, written only at elections, stay
 // in bolt (raft.db), where they always were.
 const (
