@@ -14,7 +14,8 @@
 #      IDEMBENCH_ARGS (extra idembench flags, e.g. "-conns 4"), SERVE_ARGS (extra
 #      idemnode serve flags), PROFILE (1: a CPU profile of every node over each
 #      measured window, cpu-<mode>-<clients>-node<i>.pprof in RESULTS_DIR).
-# Results: idemnode.jsonl, etcd.jsonl, table.md and env.txt in RESULTS_DIR. The
+# Results: idemnode.jsonl, etcd.jsonl, table.md, env.txt and each node's
+# metrics after each run (metrics-<mode>-<clients>-node<i>.txt) in RESULTS_DIR. The
 # script stops exactly the processes it started, on every exit path, and
 # removes its data dirs. Exit 1 if a run failed or saw a race violation.
 set -euo pipefail
@@ -154,6 +155,16 @@ profile_nodes() {
 	done
 }
 
+# scrape_nodes MODE CLIENTS: every node's /metrics right after the measured
+# window, into metrics-<mode>-<clients>-node<i>.txt; raft's timings in it
+# (idemnode_raft_commitTime, _leader_dispatchLog, ...) cover its last 10 s.
+scrape_nodes() {
+	local i
+	for i in 0 1 2; do
+		curl -fsS -m 5 -o "$RESULTS_DIR/metrics-$1-$2-node$((i + 1)).txt" "http://${IPS[$i]}:7403/metrics" || true
+	done
+}
+
 # bench_one MODE CLIENTS: a fresh cluster, one idembench run, the cluster
 # stopped and its data removed. Returns idembench's exit code.
 bench_one() {
@@ -171,6 +182,7 @@ bench_one() {
 	[[ -n "$PROFILE" ]] && profile_nodes "$mode" "$clients"
 	wait "$BENCH_PID" || rc=$?
 	BENCH_PID=
+	scrape_nodes "$mode" "$clients"
 	log "idemnode data after run: $(du -sh "$dir" | cut -f1); log lines at WARN or above: $(cat "$dir"/node*/log | wc -l)"
 	if ((rc != 0)); then
 		mkdir -p "$RESULTS_DIR/logs/$mode-$clients"

@@ -77,4 +77,11 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 	if m["idemnode_fsm_apply_batch_entries_count"] < 1 {
 		t.Errorf("no FSM apply batches observed")
 	}
+	// raft's own timings: every claim and complete above was one commit
+	// round with a log append on this single node.
+	for _, series := range []string{"idemnode_raft_commitTime_count", "idemnode_raft_leader_dispatchLog_count"} {
+		if m[series] < 5 {
+			t.Errorf("%s = %v, want at least the 5 writes above", series, m[series])
+		}
+	}
 }

@@ -163,6 +163,10 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := cluster.ExportRaftMetrics(reg); err != nil {
+		grpcLn.Close()
+		return runtimeError{err}
+	}
 	node, err := cluster.Open(cluster.Config{
 		NodeID:             f.nodeID,
 		DataDir:            f.dataDir,
