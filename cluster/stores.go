@@ -13,6 +13,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/migrate"
+	"github.com/hashicorp/raft-wal/segment"
 )
 
 // A node's durable Raft state lives in two stores. The log is append-only
@@ -37,6 +38,7 @@ const (
 // stores holds a node's open Raft log and stable store.
 type stores struct {
 	log    *raftwal.WAL
+	segs   *zeroedSegments
 	stable *raftboltdb.BoltStore
 }
 
@@ -52,22 +54,26 @@ func openStores(dataDir string, segmentSize int, log *slog.Logger) (*stores, err
 		stable.Close()
 		return nil, err
 	}
-	if s.log, err = openWAL(filepath.Join(dataDir, walDir), segmentSize); err != nil {
+	if s.log, s.segs, err = openWAL(filepath.Join(dataDir, walDir), segmentSize); err != nil {
 		stable.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func openWAL(dir string, segmentSize int) (*raftwal.WAL, error) {
+// openWAL opens the log in dir with zero-filled segments (segmentfiles.go);
+// close the segments after the log.
+func openWAL(dir string, segmentSize int) (*raftwal.WAL, *zeroedSegments, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create log dir: %w", err)
+		return nil, nil, fmt.Errorf("create log dir: %w", err)
 	}
-	w, err := raftwal.Open(dir, raftwal.WithSegmentSize(segmentSize))
+	segs := newZeroedSegments(dir, int64(segmentSize))
+	w, err := raftwal.Open(dir, raftwal.WithSegmentSize(segmentSize), raftwal.WithSegmentFiler(segment.NewFiler(dir, segs)))
 	if err != nil {
-		return nil, fmt.Errorf("open log store in %s: %w", dir, err)
+		segs.Close()
+		return nil, nil, fmt.Errorf("open log store in %s: %w", dir, err)
 	}
-	return w, nil
+	return w, segs, nil
 }
 
 // moveLogOutOfBolt copies the entries an older data dir holds in raft.db
@@ -109,7 +115,7 @@ func copyLog(dataDir string, src raft.LogStore, segmentSize int) error {
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
-	dst, err := openWAL(tmp, segmentSize)
+	dst, segs, err := openWAL(tmp, segmentSize)
 	if err != nil {
 		return err
 	}
@@ -117,6 +123,7 @@ func copyLog(dataDir string, src raft.LogStore, segmentSize int) error {
 	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}
+	segs.Close()
 	if err != nil {
 		return err
 	}
@@ -131,6 +138,7 @@ func (s *stores) Close() error {
 	var errs []error
 	if s.log != nil {
 		errs = append(errs, s.log.Close())
+		s.segs.Close()
 	}
 	errs = append(errs, s.stable.Close())
 	return errors.Join(errs...)

@@ -82,7 +82,7 @@ func TestOpenStoresRedoesInterruptedMove(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	want := oldLayout(t, dir, 1, 100)
-	partial, err := openWAL(filepath.Join(dir, walTempDir), testSegmentSize)
+	partial, segs, err := openWAL(filepath.Join(dir, walTempDir), testSegmentSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +90,7 @@ func TestOpenStoresRedoesInterruptedMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	partial.Close()
+	segs.Close()
 	s, err := openStores(dir, testSegmentSize, slog.Default())
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +109,7 @@ func TestOpenStoresFinishesMoveAfterRename(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	want := oldLayout(t, dir, 1, 100)
-	done, err := openWAL(filepath.Join(dir, walDir), testSegmentSize)
+	done, segs, err := openWAL(filepath.Join(dir, walDir), testSegmentSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +117,7 @@ func TestOpenStoresFinishesMoveAfterRename(t *testing.T) {
 		t.Fatal(err)
 	}
 	done.Close()
+	segs.Close()
 	s, err := openStores(dir, testSegmentSize, slog.Default())
 	if err != nil {
 		t.Fatal(err)
