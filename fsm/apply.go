@@ -112,11 +112,11 @@ func (s *state) applyExtend(c *Command) Result {
 // bound keeps one entry from stalling the log however much has expired.
 func (s *state) applyExpire(c *Command, changed func(RecordKey)) Result {
 	var due []RecordKey
-	s.expiry.Ascend(func(r *Record) bool {
-		if r.ExpiresAt > s.now || len(due) >= int(c.Limit) {
+	s.expiry.Ascend(func(e expiring) bool {
+		if e.at > s.now || len(due) >= int(c.Limit) {
 			return false
 		}
-		due = append(due, r.RecordKey)
+		due = append(due, e.rec.RecordKey)
 		return true
 	})
 	for _, k := range due {

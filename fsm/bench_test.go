@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Record sizes of the peer benchmark's workload (../shared/bench-peers): an
@@ -264,4 +266,69 @@ func BenchmarkRestore100k(b *testing.B) {
 	if m.Len() != 100_000 {
 		b.Fatalf("restored %d records", m.Len())
 	}
+}
+
+// randomKeyStored is how many records the random-key benchmarks hold before
+// they measure: about what a node holds after a minute of the peer
+// benchmark, more than the CPU caches take.
+const randomKeyStored = 200_000
+
+// randomKeyBatches is n entries of benchPer claims of random keys, as the
+// peer benchmark and real clients (UUIDs) send: each lands at a random place
+// in the key tree, not at its end as benchKey's counter does. Every command
+// of an entry has the entry's time, as the leader stamps them, from first
+// on, a millisecond apart.
+func randomKeyBatches(rng *rand.Rand, n int, first int64) []*Command {
+	batches := benchBatches(n, func(i int) *Command {
+		c := benchClaim(i)
+		c.Key.Key = fmt.Sprintf("idem/run00001/%016x%016x", rng.Uint64(), rng.Uint64())
+		return c
+	})
+	for i, b := range batches {
+		stampAll(b, first+int64(i)*int64(time.Millisecond))
+	}
+	return batches
+}
+
+func stampAll(c *Command, now int64) {
+	c.Now = now
+	for _, sub := range c.Batch {
+		sub.Now = now
+	}
+}
+
+// BenchmarkApplyBatchRandomKeys applies entries of 64 claims of random keys
+// to a machine that holds randomKeyStored records already.
+func BenchmarkApplyBatchRandomKeys(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	m := NewMachine()
+	preload := randomKeyBatches(rng, randomKeyStored/benchPer, t0)
+	for i, c := range preload {
+		m.Apply(uint64(i+1), c)
+	}
+	later := t0 + int64(len(preload))*int64(time.Millisecond)
+	benchApplyBatches(b, m, len(preload)+1, randomKeyBatches(rng, b.N, later), OutcomeWon)
+}
+
+// BenchmarkApplyBatchCompleteRandomKeys completes, 64 per entry, records of
+// random keys among randomKeyStored, in another order than they were claimed.
+func BenchmarkApplyBatchCompleteRandomKeys(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	m := NewMachine()
+	claims := randomKeyBatches(rng, max(randomKeyStored, b.N*benchPer)/benchPer, t0)
+	for i, c := range claims {
+		m.Apply(uint64(i+1), c)
+	}
+	later := t0 + int64(len(claims))*int64(time.Millisecond)
+	var dones []*Command
+	for n, i := range rng.Perm(len(claims))[:b.N] {
+		done := &Command{Type: TypeBatch}
+		for j, c := range claims[i].Batch {
+			done.Batch = append(done.Batch, &Command{Type: TypeComplete, Key: c.Key,
+				Token: TokenFor(uint64(i+1), j), Response: benchResponse()})
+		}
+		stampAll(done, later+int64(n)*int64(time.Millisecond))
+		dones = append(dones, done)
+	}
+	benchApplyBatches(b, m, len(claims)+1, dones, OutcomeOK)
 }

@@ -243,9 +243,14 @@ func mustRefuse(t *testing.T, b []byte, format string, args ...any) {
 // craftSnapshot writes records as given, in the given order, with a valid
 // checksum, so that only the record-level checks can refuse it.
 func craftSnapshot(now int64, recs ...*Record) []byte {
+	return craftSnapshotVersion(snapshotVersion, now, recs...)
+}
+
+// craftSnapshotVersion is craftSnapshot with the format version given.
+func craftSnapshotVersion(version uint64, now int64, recs ...*Record) []byte {
 	var e encoder
 	e.buf = append(e.buf, snapshotMagic...)
-	e.uvarint(snapshotVersion)
+	e.uvarint(version)
 	e.varint(now)
 	e.uvarint(0) // applied index
 	e.uvarint(uint64(len(recs)))
@@ -262,16 +267,42 @@ func TestRestoreRefusesInvalidRecords(t *testing.T) {
 	if got, want := craftSnapshot(at(0), a, b), snapshotBytes(t, restored(t, craftSnapshot(at(0), a, b))); !bytes.Equal(got, want) {
 		t.Fatal("craftSnapshot does not write the snapshot format")
 	}
-	bigLen := append([]byte(snapshotMagic), 1, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f)
+	// a's key again, expiring later: in expiry order, so only the check
+	// for a key stored twice can refuse it.
+	aLater := rec(func(r *Record) { r.ExpiresAt++ })
+	// Expiring first but with the larger key: in order for format 2 only.
+	bFirst := rec(func(r *Record) { r.Key = "l"; r.ExpiresAt-- })
+	bigLen := append([]byte(snapshotMagic), 2, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f)
 	cases := map[string][]byte{
-		"out of order":       craftSnapshot(at(0), b, a),
-		"duplicate key":      craftSnapshot(at(0), a, a),
-		"state unknown":      craftSnapshot(at(0), rec(func(r *Record) { r.State = StateUnknown })),
-		"state past the end": craftSnapshot(at(0), rec(func(r *Record) { r.State = 3 })),
-		"record too large":   bigLen,
-		"version 2":          append([]byte(snapshotMagic), 2, 0, 0, 0, 0, 0, 0),
+		"out of order":                craftSnapshot(at(0), b, a),
+		"out of expiry order":         craftSnapshot(at(0), a, bFirst),
+		"duplicate key":               craftSnapshot(at(0), a, a),
+		"duplicate key, two expiries": craftSnapshot(at(0), a, aLater),
+		"format 1 out of key order":   craftSnapshotVersion(snapshotVersionKeyOrder, at(0), bFirst, a),
+		"format 1 duplicate key":      craftSnapshotVersion(snapshotVersionKeyOrder, at(0), a, a),
+		"state unknown":               craftSnapshot(at(0), rec(func(r *Record) { r.State = StateUnknown })),
+		"state past the end":          craftSnapshot(at(0), rec(func(r *Record) { r.State = 3 })),
+		"record too large":            bigLen,
+		"version 3":                   craftSnapshotVersion(3, at(0), a),
 	}
 	for name, snap := range cases {
 		mustRefuse(t, snap, "%s", name)
+	}
+}
+
+// TestRestoreReadsFormat1: a snapshot written before format 2, with its
+// records in key order, restores to the same state as format 2 holds it.
+func TestRestoreReadsFormat1(t *testing.T) {
+	a := base()
+	bFirst := rec(func(r *Record) { r.Key = "l"; r.ExpiresAt-- })
+	old := restored(t, craftSnapshotVersion(snapshotVersionKeyOrder, at(0), a, bFirst))
+	cur := restored(t, craftSnapshot(at(0), bFirst, a))
+	if old.Digest() != cur.Digest() || old.Len() != 2 {
+		t.Fatalf("format 1 restored %d records, digest %s; format 2 gives %s", old.Len(), old.Digest(), cur.Digest())
+	}
+	for _, k := range []RecordKey{a.RecordKey, bFirst.RecordKey} {
+		if _, ok := old.Get(k); !ok {
+			t.Fatalf("format 1 restore lost %v", k)
+		}
 	}
 }

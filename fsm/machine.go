@@ -129,11 +129,11 @@ func (m *Machine) Now() int64 {
 func (m *Machine) NextExpiry() (int64, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	r, ok := m.st.expiry.Min()
+	e, ok := m.st.expiry.Min()
 	if !ok {
 		return 0, false
 	}
-	return r.ExpiresAt, true
+	return e.at, true
 }
 
 // view returns an immutable copy of the state for snapshots and digests.

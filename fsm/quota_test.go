@@ -147,11 +147,11 @@ func TestQuotaRefusalLeavesHolderInCharge(t *testing.T) {
 	}
 }
 
-// recordsDump is every stored record's encoding, in key order.
+// recordsDump is every stored record's encoding, in the key tree's order.
 func recordsDump(m *Machine) []byte {
 	var out []byte
-	m.st.records.Ascend(func(r *Record) bool {
-		out = append(out, recordBytes(r)...)
+	m.st.records.Ascend(func(item keyed) bool {
+		out = append(out, recordBytes(item.rec)...)
 		return true
 	})
 	return out
@@ -160,7 +160,8 @@ func recordsDump(m *Machine) []byte {
 // recount walks the records and counts each tenant's usage afresh.
 func recount(m *Machine) map[string]Usage {
 	out := map[string]Usage{}
-	m.st.records.Ascend(func(r *Record) bool {
+	m.st.records.Ascend(func(item keyed) bool {
+		r := item.rec
 		u := out[r.Tenant]
 		u.Keys++
 		u.Bytes += recordSize(r)

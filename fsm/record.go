@@ -1,6 +1,9 @@
 package fsm
 
-import "strings"
+import (
+	"hash/maphash"
+	"strings"
+)
 
 // State is the lifecycle state of a record.
 type State uint8
@@ -45,6 +48,14 @@ func (k RecordKey) compare(o RecordKey) int {
 	}
 	return strings.Compare(k.Key, o.Key)
 }
+
+// hash orders the key tree (state.go). Nothing replicated or written
+// depends on that order — snapshots, digests and Expire walk the expiry
+// index — so the seed is random per process, and no tenant can pick keys
+// that share a hash on purpose; if two do, the keys break the tie.
+func (k RecordKey) hash() uint64 { return maphash.Comparable(keySeed, k) }
+
+var keySeed = maphash.MakeSeed()
 
 // Header is one response header line; headers are ordered and a name may repeat.
 type Header struct {
