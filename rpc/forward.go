@@ -27,9 +27,17 @@ import (
 const forwardedKey = "idem-forwarded"
 
 func isForwarded(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	return ok && len(md.Get(forwardedKey)) > 0
+	if ctx.Value(forwardedOnStream{}) != nil {
+		return true
+	}
+	// ValueFromIncomingContext, unlike FromIncomingContext, copies no
+	// metadata: this runs several times on every call.
+	return len(metadata.ValueFromIncomingContext(ctx, forwardedKey)) > 0
 }
+
+// forwardedOnStream marks the context of a call that arrived on a
+// forwarding stream (forwardserve.go), where no metadata travels per call.
+type forwardedOnStream struct{}
 
 // forwarder keeps one client connection per leader address. Connections
 // leave from the node's own IP (see the loopback trap in DESIGN.md §7).

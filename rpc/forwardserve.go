@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -106,7 +105,7 @@ func (s *Server) serveForwarded(parent context.Context, c *idempb.ForwardCall) *
 		ctx, cancel = context.WithTimeout(parent, c.GetTimeout().AsDuration())
 		defer cancel()
 	}
-	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(forwardedKey, "1"))
+	ctx = context.WithValue(ctx, forwardedOnStream{}, true)
 	reply := &idempb.ForwardReply{Id: c.GetId()}
 	var err error
 	switch r := c.GetRequest().(type) {

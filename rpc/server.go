@@ -109,12 +109,22 @@ func NewServer(backend Backend, limits Limits, log *slog.Logger, opts ...Option)
 
 // ServerOptions are the gRPC server options every idemnode server uses.
 // Peers ping forwarding connections every second to notice a dead leader,
-// so the server must allow pings that often.
+// so the server must allow pings that often. Calls run on a pool of
+// long-lived goroutines instead of a new one each: a call's stack grows past
+// a new goroutine's on the way through validation, forwarding and the commit
+// queue, and that growth alone was 2–5 % of a node's CPU under the claim
+// benchmark (docs/PERFORMANCE.md). A call that finds every worker busy — a
+// worker is held for the whole commit round, or a wait — gets a goroutine of
+// its own, as without the pool.
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 500 * time.Millisecond, PermitWithoutStream: true}),
+		grpc.NumStreamWorkers(callWorkers),
 	}
 }
+
+// callWorkers is about the calls a busy node has in flight at once.
+const callWorkers = 256
 
 // Register adds the idem.v1 services, the standard health service and server
 // reflection to g.

@@ -31,13 +31,14 @@ func (l Limits) recordKey(id *idempb.RecordId) (fsm.RecordKey, error) {
 // CheckKey reports whether key is a valid Idempotency-Key: 1 to max bytes of
 // printable ASCII.
 func CheckKey(key string, maxLen int) error {
-	limit := fmt.Sprintf("1-%d bytes of printable ASCII", maxLen)
+	// The limit is spelled out only for a refusal: this runs on every call.
+	limit := func() string { return fmt.Sprintf("1-%d bytes of printable ASCII", maxLen) }
 	if len(key) == 0 || len(key) > maxLen {
-		return invalid("id.key", limit, "%d bytes", len(key))
+		return invalid("id.key", limit(), "%d bytes", len(key))
 	}
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; c < 0x20 || c > 0x7e {
-			return invalid("id.key", limit, "byte %d is 0x%02x", i, c)
+			return invalid("id.key", limit(), "byte %d is 0x%02x", i, c)
 		}
 	}
 	return nil
@@ -58,13 +59,13 @@ func duration(field string, d *durationpb.Duration, lo, hi, def time.Duration) (
 	if d == nil || (d.Seconds == 0 && d.Nanos == 0) {
 		return def, nil
 	}
-	limit := fmt.Sprintf("%s-%s", lo, hi)
+	limit := func() string { return fmt.Sprintf("%s-%s", lo, hi) }
 	if err := d.CheckValid(); err != nil {
-		return 0, invalid(field, limit, "%v", err)
+		return 0, invalid(field, limit(), "%v", err)
 	}
 	v := d.AsDuration()
 	if v < lo || v > hi {
-		return 0, invalid(field, limit, "%s", v)
+		return 0, invalid(field, limit(), "%s", v)
 	}
 	return v, nil
 }
