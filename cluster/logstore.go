@@ -51,6 +51,24 @@ func (g *guardedLogStore) DeleteRange(first, last uint64) error {
 	return g.guard(func() error { return g.LogStore.DeleteRange(first, last) })
 }
 
+// GetLog refuses an entry before the log's first index as not found.
+// raft-wal truncates the head of a segment by moving the segment's first
+// index in its metadata and still reads an entry below it from the file
+// until the whole segment is deleted, so without this check raft, asked
+// for a compacted entry, gets it: a follower that lagged past the last
+// snapshot was then replayed from the log or sent a snapshot depending on
+// where a segment boundary fell (TestRestartAfterSnapshotsCatchesUp).
+func (g *guardedLogStore) GetLog(index uint64, l *raft.Log) error {
+	first, err := g.LogStore.FirstIndex()
+	if err != nil {
+		return err
+	}
+	if index < first {
+		return raft.ErrLogNotFound
+	}
+	return g.LogStore.GetLog(index, l)
+}
+
 // IsMonotonic passes on whether the wrapped store refuses gaps in the log
 // (raft.MonotonicLogStore): raft then empties the log after installing a
 // snapshot instead of leaving a gap the store would refuse.

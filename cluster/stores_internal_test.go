@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
 	"context"
 	"fmt"
 	"log/slog"
@@ -239,5 +240,43 @@ func checkRange(t *testing.T, s *stores, want []*raft.Log) {
 		if got.Term != w.Term || !bytes.Equal(got.Data, w.Data) {
 			t.Fatalf("entry %d differs", w.Index)
 		}
+	}
+}
+
+// TestCompactedEntriesAreNotFound: after raft compacts the head of the log
+// (DeleteRange up to a snapshot), the log store raft is given answers "not
+// found" for those entries, so a follower that needs them is sent a
+// snapshot. raft-wal itself still reads them from a segment that is not
+// deleted whole; the test shows that too, so it notices when raft-wal
+// changes.
+func TestCompactedEntriesAreNotFound(t *testing.T) {
+	t.Parallel()
+	s, err := openStores(t.TempDir(), testSegmentSize, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var logs []*raft.Log
+	for i := uint64(1); i <= 100; i++ {
+		logs = append(logs, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte(fmt.Sprintf("entry-%d", i))})
+	}
+	if err := s.log.StoreLogs(logs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.log.DeleteRange(1, 50); err != nil {
+		t.Fatal(err)
+	}
+	guarded := &guardedLogStore{LogStore: s.log}
+	var l raft.Log
+	if err := s.log.GetLog(10, &l); err != nil {
+		t.Logf("raft-wal no longer reads compacted entries (%v); the check in guardedLogStore.GetLog may go", err)
+	}
+	for _, index := range []uint64{1, 10, 50} {
+		if err := guarded.GetLog(index, &l); !errors.Is(err, raft.ErrLogNotFound) {
+			t.Fatalf("compacted entry %d: %v, want ErrLogNotFound", index, err)
+		}
+	}
+	if err := guarded.GetLog(51, &l); err != nil || string(l.Data) != "entry-51" {
+		t.Fatalf("first kept entry: %q, %v", l.Data, err)
 	}
 }
