@@ -132,7 +132,14 @@ func (n *Node) openRaft() (bool, error) {
 	}
 	logs := &guardedLogStore{LogStore: n.stores.log, stallTimeout: n.cfg.DiskStallTimeout,
 		stallFile: n.cfg.FaultDiskStallFile, log: n.log, exit: n.cfg.exit}
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stores.stable, snaps, n.trans)
+	// raft reads every entry back after appending it: the leader to send
+	// it to each follower, every node to apply it. The cache answers those
+	// reads from the entries just written instead of the segment files.
+	cached, err := raft.NewLogCache(logCacheEntries, logs)
+	if err != nil {
+		return false, fmt.Errorf("log cache: %w", err)
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, cached, n.stores.stable, snaps, n.trans)
 	if err != nil {
 		return false, fmt.Errorf("start raft: %w", err)
 	}
@@ -146,6 +153,12 @@ func (n *Node) openRaft() (bool, error) {
 	}
 	return existing, nil
 }
+
+// logCacheEntries is how many recent log entries stay in memory: with one
+// entry in flight (commit.go) a handful is read back, and an entry is at
+// most maxBatchBytes, so the cache holds at most 256 MiB, usually well
+// under 1 MiB.
+const logCacheEntries = 64
 
 func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
 	rc := raft.DefaultConfig()
