@@ -79,7 +79,7 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 	}
 	// raft's own timings: every claim and complete above was one commit
 	// round with a log append on this single node.
-	for _, series := range []string{"idemnode_raft_commitTime_count", "idemnode_raft_leader_dispatchLog_count"} {
+	for _, series := range []string{"idemnode_raft_commit_seconds_count", "idemnode_raft_leader_append_seconds_count", "idemnode_raft_fsm_apply_seconds_count"} {
 		if m[series] < 5 {
 			t.Errorf("%s = %v, want at least the 5 writes above", series, m[series])
 		}
