@@ -2,8 +2,8 @@ package cluster
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
