@@ -16,14 +16,15 @@ import (
 // the next entry: at low load a command is proposed at once (no linger),
 // under load one Raft entry, one fsync and one replication round carry many
 // commands. Each caller gets its own command's result.
+//
+// One entry is in flight at a time: everything that arrives while an entry
+// is being replicated rides in the next. Measured on a 3-node cluster
+// (docs/PERFORMANCE.md), one beat two, four and eight in flight, because
+// fewer, larger entries cost less per command than a deeper pipeline of
+// small ones; measured again with the log in raft-wal and at 16 clients,
+// two did no better.
 
 const (
-	// maxInFlight bounds the entries proposed and not yet applied. With one,
-	// everything that arrives while an entry is being replicated rides in
-	// the next: measured on a 3-node cluster (docs/PERFORMANCE.md), one
-	// beat two, four and eight, because fewer, larger entries cost less
-	// per command than a deeper pipeline of small ones.
-	maxInFlight = 1
 	// maxBatchCommands and maxBatchBytes bound one entry, so a burst of
 	// large responses does not become one huge log entry.
 	maxBatchCommands = 1024
@@ -45,14 +46,13 @@ type outcome struct {
 	err error
 }
 
-// committer owns the queue and the proposal slots of a node.
+// committer owns the queue of a node's writes.
 type committer struct {
 	queue chan *proposal
-	slots chan struct{}
 }
 
 func newCommitter() *committer {
-	return &committer{queue: make(chan *proposal, queueDepth), slots: make(chan struct{}, maxInFlight)}
+	return &committer{queue: make(chan *proposal, queueDepth)}
 }
 
 // Apply proposes c through Raft and returns the state machine's result once
@@ -91,29 +91,34 @@ func (n *Node) Apply(ctx context.Context, c *fsm.Command) (fsm.Result, error) {
 	}
 }
 
-// runCommitter takes a slot, gathers everything queued into one entry and
-// proposes it, until the node stops.
+// runCommitter proposes what is queued as one entry, waits until it is
+// applied, then proposes what queued meanwhile before it hands the applied
+// entry's results out, so the next round starts one goroutine hand-off
+// after the last one ends. It runs until the node stops.
 func (n *Node) runCommitter() {
 	defer n.wg.Done()
+	var inFlight *flight
 	for {
-		var first *proposal
-		select {
-		case first = <-n.commits.queue:
-		case <-n.stop:
-			return
-		}
-		select {
-		case n.commits.slots <- struct{}{}:
-		case <-n.stop:
-			first.done <- outcome{err: ErrShutdown}
-			return
-		}
-		batch := n.gather(first)
-		if len(batch) == 0 {
-			<-n.commits.slots
+		if inFlight == nil {
+			select {
+			case first := <-n.commits.queue:
+				inFlight = n.propose(n.gather(first))
+			case <-n.stop:
+				return
+			}
 			continue
 		}
-		n.propose(batch)
+		// Raft resolves the future on apply, on lost leadership and on
+		// shutdown (Close shuts raft down before it waits for us).
+		err := inFlight.future.Error()
+		var next *flight
+		select {
+		case first := <-n.commits.queue:
+			next = n.propose(n.gather(first))
+		default:
+		}
+		inFlight.deliver(err)
+		inFlight = next
 	}
 }
 
@@ -142,9 +147,17 @@ func (n *Node) gather(first *proposal) []*proposal {
 	return batch
 }
 
-// propose appends batch as one entry and hands its results out when it is
-// applied; the slot is freed then.
-func (n *Node) propose(batch []*proposal) {
+// flight is one proposed entry and the callers whose commands it carries.
+type flight struct {
+	batch  []*proposal
+	future raft.ApplyFuture
+}
+
+// propose appends batch as one entry; nil when every caller gave up.
+func (n *Node) propose(batch []*proposal) *flight {
+	if len(batch) == 0 {
+		return nil
+	}
 	entry := batch[0].cmd
 	if len(batch) > 1 {
 		entry = &fsm.Command{Type: fsm.TypeBatch, Batch: make([]*fsm.Command, len(batch))}
@@ -154,36 +167,33 @@ func (n *Node) propose(batch []*proposal) {
 	}
 	stamp(entry, n.now())
 	n.metrics.proposalSize.Observe(float64(len(batch)))
-	f := n.raft.Apply(fsm.EncodeCommand(entry), defaultApplyTimeout)
-	go func() {
-		defer func() { <-n.commits.slots }()
-		deliver(batch, f)
-	}()
+	return &flight{batch: batch, future: n.raft.Apply(fsm.EncodeCommand(entry), defaultApplyTimeout)}
 }
 
-// deliver waits for the entry and gives each caller its own result.
-func deliver(batch []*proposal, f raft.ApplyFuture) {
-	if err := f.Error(); err != nil {
-		err = translate(err)
-		for _, p := range batch {
-			p.done <- outcome{err: err}
-		}
+// deliver gives each caller its own result of the resolved entry; err is
+// the future's.
+func (f *flight) deliver(err error) {
+	if err != nil {
+		f.fail(translate(err))
 		return
 	}
-	res, ok := f.Response().(fsm.Result)
+	res, ok := f.future.Response().(fsm.Result)
 	if !ok {
-		err := fmt.Errorf("apply: unexpected state machine response %T", f.Response())
-		for _, p := range batch {
-			p.done <- outcome{err: err}
-		}
+		f.fail(fmt.Errorf("apply: unexpected state machine response %T", f.future.Response()))
 		return
 	}
-	if len(batch) == 1 {
-		batch[0].done <- outcome{res: res}
+	if len(f.batch) == 1 {
+		f.batch[0].done <- outcome{res: res}
 		return
 	}
-	for i, p := range batch {
+	for i, p := range f.batch {
 		p.done <- outcome{res: res.Batch[i]}
+	}
+}
+
+func (f *flight) fail(err error) {
+	for _, p := range f.batch {
+		p.done <- outcome{err: err}
 	}
 }
 
