@@ -12,7 +12,7 @@ import (
 // guardedLogStore makes the Raft log crash-only: a write that fails or
 // hangs ends the process, and the supervisor's restart recovers the log from
 // what is on disk, like after any crash. It also holds, for fault-injection
-// runs, a stall switch.
+// runs, a stall switch, and answers a compacted entry as not found (GetLog).
 //
 // A failed write: after an append fails (a full disk, an I/O error, a
 // failed fsync) the log store's in-memory position may be ahead of the

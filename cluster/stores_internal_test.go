@@ -247,8 +247,8 @@ func checkRange(t *testing.T, s *stores, want []*raft.Log) {
 // (DeleteRange up to a snapshot), the log store raft is given answers "not
 // found" for those entries, so a follower that needs them is sent a
 // snapshot. raft-wal itself still reads them from a segment that is not
-// deleted whole; the test shows that too, so it notices when raft-wal
-// changes.
+// deleted whole; the test logs when that stops being so, the hint that
+// the check may go (the test still passes then).
 func TestCompactedEntriesAreNotFound(t *testing.T) {
 	t.Parallel()
 	s, err := openStores(t.TempDir(), testSegmentSize, slog.Default())
