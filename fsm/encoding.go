@@ -26,8 +26,7 @@ const (
 
 // EncodeCommand returns the log-entry form of c.
 func EncodeCommand(c *Command) []byte {
-	size := 64 + commandCRCLen + len(c.Key.Tenant) + len(c.Key.Scope) + len(c.Key.Key) + len(c.Owner) + len(c.Fingerprint) + responseSize(c.Response)
-	e := encoder{buf: make([]byte, 0, size)}
+	e := encoder{buf: make([]byte, 0, 1+commandSize(c)+commandCRCLen)}
 	e.byte1(commandFormat)
 	e.command(c)
 	e.buf = binary.BigEndian.AppendUint32(e.buf, crc32.Checksum(e.buf, crcTable))
@@ -155,6 +154,20 @@ func (d *decoder) command(top bool) *Command {
 	return c
 }
 
+// commandSize bounds the encoded size of c, a batch's members included, so
+// that EncodeCommand allocates once: a batch of 20 claims grew its buffer
+// five times and the copies were an eighth of the leader's allocations.
+func commandSize(c *Command) int {
+	// type, then at most ten varints: time, three key lengths, fingerprint
+	// and owner lengths, two of lease/TTL/token/limit/count, the quota's two.
+	n := 1 + 10*binary.MaxVarintLen64 + len(c.Key.Tenant) + len(c.Key.Scope) + len(c.Key.Key) +
+		len(c.Owner) + len(c.Fingerprint) + responseSize(c.Response)
+	for _, sub := range c.Batch {
+		n += commandSize(sub)
+	}
+	return n
+}
+
 func (e *encoder) key(k RecordKey) {
 	e.string(k.Tenant)
 	e.string(k.Scope)
@@ -207,13 +220,16 @@ func (d *decoder) response() *Response {
 	return r
 }
 
+// responseSize bounds the encoded size of r: presence, status, header
+// count, each header's two lengths and bytes, the body's length and bytes.
 func responseSize(r *Response) int {
+	n := 1
 	if r == nil {
-		return 0
+		return n
 	}
-	n := len(r.Body) + 16
+	n += 3*binary.MaxVarintLen64 + len(r.Body)
 	for _, h := range r.Headers {
-		n += len(h.Name) + len(h.Value) + 4
+		n += 2*binary.MaxVarintLen64 + len(h.Name) + len(h.Value)
 	}
 	return n
 }

@@ -303,6 +303,9 @@ func TestPropertyCommandRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := anyCommand(t, true)
 		b := EncodeCommand(c)
+		if bound := 1 + commandSize(c) + commandCRCLen; len(b) > bound {
+			t.Fatalf("%v encodes to %d bytes, over commandSize's bound %d: EncodeCommand reallocates", c.Type, len(b), bound)
+		}
 		d, err := DecodeCommand(b)
 		if err != nil {
 			t.Fatalf("decode %v: %v", c.Type, err)
