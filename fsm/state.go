@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/google/btree"
 )
@@ -83,9 +84,18 @@ func (s *state) clone() *state {
 }
 
 func (s *state) get(k RecordKey) (*Record, bool) {
-	item, ok := s.records.Get(keyed{hash: k.hash(), rec: &Record{RecordKey: k}})
+	probe := probes.Get().(*Record)
+	probe.RecordKey = k
+	item, ok := s.records.Get(keyed{hash: k.hash(), rec: probe})
+	probe.RecordKey = RecordKey{}
+	probes.Put(probe)
 	return item.rec, ok
 }
+
+// probes are the records a lookup searches the key tree with: the tree's
+// comparator takes a record, and a fresh one per lookup was 5 % of a
+// follower's allocations. Reads look up concurrently, hence a pool.
+var probes = sync.Pool{New: func() any { return new(Record) }}
 
 // live returns the record under k unless it is absent or past its TTL: a
 // record that has expired but not yet been deleted by Expire is gone for
