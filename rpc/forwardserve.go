@@ -76,7 +76,8 @@ func (f forwardService) Calls(stream idempb.Forward_CallsServer) error {
 // per forwarded call was 2 % of the leader's CPU (docs/PERFORMANCE.md).
 // Past callWorkers busy workers, a call gets a goroutine of its own, so a
 // stream of waiting claims never holds back the calls behind them. Once
-// closed it starts no more, so waiting for them never races a late start.
+// closeAndWait has returned it starts no more, so waiting for the calls
+// never races a late start.
 type inflight struct {
 	// idle hands a call to a worker waiting for one; done, closed by
 	// closeAndWait, ends the idle workers.
