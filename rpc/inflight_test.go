@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idemnode/idemnode/internal/testutil"
 )
 
 // Calls one after another reuse one worker instead of a goroutine each.
@@ -14,7 +16,7 @@ func TestInflightReusesIdleWorkers(t *testing.T) {
 		calls.start(func() { close(done) })
 		<-done
 		// Let the worker get back to waiting for the next call.
-		waitFor(t, func() bool { return idleWorkerWaiting(calls) })
+		testutil.WaitFor(t, 5*time.Second, "an idle worker", func() bool { return idleWorkerWaiting(calls) })
 	}
 	calls.mu.Lock()
 	workers := calls.workers
@@ -38,7 +40,7 @@ func TestInflightRunsCallsBeyondTheWorkers(t *testing.T) {
 			<-release
 		})
 	}
-	waitFor(t, func() bool { return running.Load() == int32(n) })
+	testutil.WaitFor(t, 5*time.Second, "every call running at once", func() bool { return running.Load() == int32(n) })
 	close(release)
 	calls.closeAndWait()
 }
@@ -77,16 +79,5 @@ func idleWorkerWaiting(calls *inflight) bool {
 		return true
 	default:
 		return false
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5 s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
