@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmarks idemnode against etcd on this machine, in one invocation:
 # a fresh local 3-node idemnode cluster per (mode, clients) run, driven by
-# cmd/idembench, then etcd driven by bench-peers' run-etcd.sh with the same
-# workload and settings, then a markdown table of the ratios.
+# cmd/idembench, and beside each such run etcd driven by bench-peers'
+# run-etcd.sh with the same workload and settings (the two take turns going
+# first), then a markdown table of the ratios.
 #
 #   scripts/bench.sh                                           # 3 modes x 64, 16 clients, ~10 min with etcd
 #   MODES=claim CLIENTS_LIST=64 DURATION=10s WARMUP=3s scripts/bench.sh
@@ -193,35 +194,59 @@ bench_one() {
 	return "$rc"
 }
 
+# idemnode_row MODE CLIENTS and etcd_row MODE CLIENTS run one row of the
+# table on one system; they set FAILED on a failure.
+idemnode_row() {
+	local rc=0
+	bench_one "$1" "$2" || rc=$?
+	case $rc in
+	0) ;;
+	3) log "RACE VIOLATION in idemnode mode=$1 clients=$2 (node logs in $RESULTS_DIR/logs)"; FAILED=1 ;;
+	*) log "idemnode run mode=$1 clients=$2 failed (exit $rc)"; FAILED=1 ;;
+	esac
+}
+
+etcd_row() {
+	local rc=0
+	log "etcd mode=$1 clients=$2 via $BENCH_PEERS/run-etcd.sh"
+	MODES=$1 CLIENTS_LIST=$2 DURATION=$DURATION WARMUP=$WARMUP OUT="$RESULTS_DIR/etcd.jsonl" \
+		"$BENCH_PEERS/run-etcd.sh" &
+	PEER_PID=$!
+	wait "$PEER_PID" || rc=$?
+	PEER_PID=
+	if ((rc != 0)); then log "run-etcd.sh mode=$1 clients=$2 failed (exit $rc)"; FAILED=1; fi
+}
+
+WITH_ETCD=1
+if [[ $BENCH_ONLY == idemnode ]]; then
+	log "BENCH_ONLY=idemnode: skipping etcd"
+	WITH_ETCD=0
+elif [[ ! -x $BENCH_PEERS/run-etcd.sh ]]; then
+	log "no bench-peers at $BENCH_PEERS: skipping etcd"
+	WITH_ETCD=0
+fi
+
+# The two systems take turns row by row, and which of them goes first
+# alternates, so the machine's drift (its speed changed by a third within
+# half an hour on 2026-11-26) falls on both sides of every ratio instead
+# of on one system's whole half of the run.
 FAILED=0
+row=0
 for clients in $CLIENTS_LIST; do
 	for mode in $MODES; do
-		rc=0
-		bench_one "$mode" "$clients" || rc=$?
-		case $rc in
-		0) ;;
-		3) log "RACE VIOLATION in idemnode mode=$mode clients=$clients (node logs in $RESULTS_DIR/logs)"; FAILED=1 ;;
-		*) log "idemnode run mode=$mode clients=$clients failed (exit $rc)"; FAILED=1 ;;
-		esac
+		if ((WITH_ETCD && row % 2 == 1)); then
+			etcd_row "$mode" "$clients"
+			idemnode_row "$mode" "$clients"
+		else
+			idemnode_row "$mode" "$clients"
+			if ((WITH_ETCD)); then etcd_row "$mode" "$clients"; fi
+		fi
+		row=$((row + 1))
 	done
 done
 
 tables=("$RESULTS_DIR/idemnode.jsonl")
-if [[ $BENCH_ONLY == idemnode ]]; then
-	log "BENCH_ONLY=idemnode: skipping etcd"
-elif [[ ! -x $BENCH_PEERS/run-etcd.sh ]]; then
-	log "no bench-peers at $BENCH_PEERS: skipping etcd"
-else
-	log "etcd via $BENCH_PEERS/run-etcd.sh"
-	MODES=$MODES CLIENTS_LIST=$CLIENTS_LIST DURATION=$DURATION WARMUP=$WARMUP OUT="$RESULTS_DIR/etcd.jsonl" \
-		"$BENCH_PEERS/run-etcd.sh" &
-	PEER_PID=$!
-	rc=0
-	wait "$PEER_PID" || rc=$?
-	PEER_PID=
-	if ((rc != 0)); then log "run-etcd.sh failed (exit $rc)"; FAILED=1; fi
-	[[ -s $RESULTS_DIR/etcd.jsonl ]] && tables+=("$RESULTS_DIR/etcd.jsonl")
-fi
+[[ -s $RESULTS_DIR/etcd.jsonl ]] && tables+=("$RESULTS_DIR/etcd.jsonl")
 
 if [[ -s $RESULTS_DIR/idemnode.jsonl ]]; then
 	echo
