@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"net"
 	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -52,15 +53,15 @@ func mustKey(t *testing.T) *ecdsa.PrivateKey {
 	return key
 }
 
-var serial int64 = 100
+// serial numbers the issued certificates; parallel tests issue at once.
+var serial atomic.Int64
 
 // issue signs a leaf certificate; edit sets its names.
 func (ca *testCA) issue(t *testing.T, edit func(*x509.Certificate)) tls.Certificate {
 	t.Helper()
 	key := mustKey(t)
-	serial++
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		SerialNumber: big.NewInt(100 + serial.Add(1)), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
 	}
