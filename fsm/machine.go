@@ -106,7 +106,7 @@ func (m *Machine) GetWatch(k RecordKey) (*Record, bool, <-chan struct{}) {
 func (m *Machine) Len() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.st.records.Len()
+	return m.st.len()
 }
 
 // Counts returns how many stored records are PENDING and COMPLETED
@@ -114,7 +114,7 @@ func (m *Machine) Len() int {
 func (m *Machine) Counts() (pending, completed int) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.st.pending, m.st.records.Len() - m.st.pending
+	return m.st.pending, m.st.len() - m.st.pending
 }
 
 // Now returns FSM time in Unix nanoseconds.

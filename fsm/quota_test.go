@@ -147,10 +147,10 @@ func TestQuotaRefusalLeavesHolderInCharge(t *testing.T) {
 	}
 }
 
-// recordsDump is every stored record's encoding, in the key tree's order.
+// recordsDump is every stored record's encoding, in the expiry index's order.
 func recordsDump(m *Machine) []byte {
 	var out []byte
-	m.st.records.Ascend(func(item keyed) bool {
+	m.st.expiry.Ascend(func(item expiring) bool {
 		out = append(out, recordBytes(item.rec)...)
 		return true
 	})
@@ -160,7 +160,7 @@ func recordsDump(m *Machine) []byte {
 // recount walks the records and counts each tenant's usage afresh.
 func recount(m *Machine) map[string]Usage {
 	out := map[string]Usage{}
-	m.st.records.Ascend(func(item keyed) bool {
+	m.st.expiry.Ascend(func(item expiring) bool {
 		r := item.rec
 		u := out[r.Tenant]
 		u.Keys++

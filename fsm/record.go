@@ -49,10 +49,10 @@ func (k RecordKey) compare(o RecordKey) int {
 	return strings.Compare(k.Key, o.Key)
 }
 
-// hash orders the key tree (state.go). Nothing replicated or written
-// depends on that order — snapshots, digests and Expire walk the expiry
+// hash is the key's hash in the key index (keyindex.go). Nothing replicated
+// or written depends on it — snapshots, digests and Expire walk the expiry
 // index — so the seed is random per process, and no tenant can pick keys
-// that share a hash on purpose; if two do, the keys break the tie.
+// that share a hash on purpose; if two do, the index still tells them apart.
 func (k RecordKey) hash() uint64 { return maphash.Comparable(keySeed, k) }
 
 var keySeed = maphash.MakeSeed()

@@ -28,7 +28,7 @@ const (
 // WriteSnapshot streams the state: a header (magic, version, FSM time,
 // applied index, record count), each record length-prefixed in the expiry
 // index's order (expiry time, then key), then a CRC-32C of everything
-// before it. That order, not the key tree's hash order, because records
+// before it. That order, not the key index's hash order, because records
 // are created in time order: the walk reads memory mostly in the order it
 // was allocated, and a restore appends to the expiry index instead of
 // searching it (at 1 M records, hash order took 4 s longer).
@@ -40,7 +40,7 @@ func (s *state) writeSnapshot(w io.Writer) error {
 	e.uvarint(snapshotVersion)
 	e.varint(s.now)
 	e.uvarint(s.applied)
-	e.uvarint(uint64(s.records.Len()))
+	e.uvarint(uint64(s.len()))
 	if _, err := bw.Write(e.buf); err != nil {
 		return fmt.Errorf("write snapshot header: %w", err)
 	}
@@ -183,7 +183,7 @@ func (s *state) digest() string {
 	h := sha256.New()
 	var e encoder
 	e.varint(s.now)
-	e.uvarint(uint64(s.records.Len()))
+	e.uvarint(uint64(s.len()))
 	h.Write(e.buf)
 	s.expiry.Ascend(func(item expiring) bool {
 		e.buf = e.buf[:0]
@@ -211,7 +211,7 @@ func (m *Machine) Backup(w io.Writer) (applied uint64, digest string, records in
 	if err := v.writeSnapshot(w); err != nil {
 		return 0, "", 0, err
 	}
-	return v.applied, v.digest(), v.records.Len(), nil
+	return v.applied, v.digest(), v.len(), nil
 }
 
 // WriteSnapshot writes the current state to w in the snapshot format.

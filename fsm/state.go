@@ -1,10 +1,7 @@
 package fsm
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
-	"sync"
 
 	"github.com/google/btree"
 )
@@ -12,26 +9,6 @@ import (
 // btreeDegree trades node size against depth; 32 is the library's sweet spot
 // for small items.
 const btreeDegree = 32
-
-// keyed is an item of the key tree: a record and the hash of its key. The
-// tree orders by hash first, so a lookup compares integers held in the tree
-// nodes themselves and reads a record only to confirm the match. Ordered by
-// the key strings, every comparison read a record from wherever it lay in
-// memory and compared three strings: 7.5–11 µs a claim among 200 k records
-// with random keys, now 3.6 µs (docs/PERFORMANCE.md).
-type keyed struct {
-	hash uint64
-	rec  *Record
-}
-
-func cmpKeyed(a, b keyed) int {
-	if c := cmp.Compare(a.hash, b.hash); c != 0 {
-		return c
-	}
-	return a.rec.RecordKey.compare(b.rec.RecordKey)
-}
-
-func lessKeyed(a, b keyed) bool { return cmpKeyed(a, b) < 0 }
 
 // expiring is an item of the expiry index: a record and when its TTL ends.
 // The index orders by that time, ties broken by key, so Expire deletes in
@@ -49,16 +26,19 @@ func lessExpiring(a, b expiring) bool {
 	return a.rec.RecordKey.compare(b.rec.RecordKey) < 0
 }
 
-// state is the replicated data: the records, an index by expiry, and FSM
-// time. It has no lock of its own; Machine serialises access.
+// state is the replicated data: the records, indexed by key and by expiry,
+// and FSM time. It has no lock of its own; Machine serialises access.
 type state struct {
 	now int64
 	// applied is the index of the last log entry applied. It is kept with
 	// the state (and in snapshots) so that a read of the state and of the
 	// index it reflects is one atomic view; the digest leaves it out.
 	applied uint64
-	records *btree.BTreeG[keyed]
-	expiry  *btree.BTreeG[expiring]
+	// keys finds records by key; it is nil in a view (clone), which is only
+	// ever walked, in the expiry index's order.
+	keys *keyIndex
+	// expiry holds every record once, ordered by expiry time then key.
+	expiry *btree.BTreeG[expiring]
 	// pending counts PENDING records (the rest are COMPLETED), kept on
 	// every put and remove so metrics need no walk.
 	pending int
@@ -68,40 +48,27 @@ type state struct {
 }
 
 func newState() *state {
+	keys := newKeyIndex()
 	return &state{
-		records: btree.NewG(btreeDegree, lessKeyed),
-		expiry:  btree.NewG(btreeDegree, lessExpiring),
-		usage:   usageTable{},
+		keys:   &keys,
+		expiry: btree.NewG(btreeDegree, lessExpiring),
+		usage:  usageTable{},
 	}
 }
 
-// clone is O(1): the trees copy their nodes lazily on the next write, which
-// is what makes Snapshot cheap while Apply continues. The clone leaves usage
-// out (copying it is O(tenants)): clones are read-only views for snapshots
-// and digests, and a restore recounts usage from the records.
+// clone is O(1): the expiry tree copies its nodes lazily on the next write,
+// which is what makes Snapshot cheap while Apply continues. The clone is a
+// read-only view for snapshots and digests, which walk the expiry index
+// only, so it leaves the key index out, and usage too (copying it is
+// O(tenants)); a restore recounts usage from the records.
 func (s *state) clone() *state {
-	return &state{now: s.now, applied: s.applied, records: s.records.Clone(), expiry: s.expiry.Clone(), pending: s.pending}
+	return &state{now: s.now, applied: s.applied, expiry: s.expiry.Clone(), pending: s.pending}
 }
 
-func (s *state) get(k RecordKey) (*Record, bool) {
-	item, ok := s.byKey(k, s.records.Get)
-	return item.rec, ok
-}
+// len is the number of stored records: each is in the expiry index once.
+func (s *state) len() int { return s.expiry.Len() }
 
-// byKey runs op, a lookup or delete on the key tree, with an item that
-// stands for k. The tree's comparator takes a record, so the item holds a
-// probe record borrowed from a pool: a fresh one per lookup was 5 % of a
-// follower's allocations. Reads look up concurrently, hence a pool.
-func (s *state) byKey(k RecordKey, op func(keyed) (keyed, bool)) (keyed, bool) {
-	probe := probes.Get().(*Record)
-	probe.RecordKey = k
-	item, ok := op(keyed{hash: k.hash(), rec: probe})
-	probe.RecordKey = RecordKey{}
-	probes.Put(probe)
-	return item, ok
-}
-
-var probes = sync.Pool{New: func() any { return new(Record) }}
+func (s *state) get(k RecordKey) (*Record, bool) { return s.keys.get(k, k.hash()) }
 
 // live returns the record under k unless it is absent or past its TTL: a
 // record that has expired but not yet been deleted by Expire is gone for
@@ -116,8 +83,8 @@ func (s *state) live(k RecordKey) (*Record, bool) {
 
 // put stores r, replacing any record under the same key.
 func (s *state) put(r *Record) {
-	if old, ok := s.records.ReplaceOrInsert(keyed{hash: r.hash(), rec: r}); ok {
-		s.dropIndexed(old.rec)
+	if old, ok := s.keys.put(r, r.hash()); ok {
+		s.dropIndexed(old)
 	}
 	s.expiry.ReplaceOrInsert(expiring{at: r.ExpiresAt, rec: r})
 	s.countPending(r, 1)
@@ -125,34 +92,28 @@ func (s *state) put(r *Record) {
 }
 
 func (s *state) remove(k RecordKey) {
-	if old, ok := s.byKey(k, s.records.Delete); ok {
-		s.dropIndexed(old.rec)
+	if old, ok := s.keys.remove(k, k.hash()); ok {
+		s.dropIndexed(old)
 	}
 }
 
 // load fills an empty state with recs, given in the expiry index's order
-// (a snapshot's), and builds each tree in its own order so that both only
-// ever append: inserting 1 M records into the key tree in hash order is a
-// random walk through memory per record. A key given twice is an error.
+// (a snapshot's), so the expiry index only ever appends. A key given twice
+// is an error.
 func (s *state) load(recs []*Record) error {
-	byKey := make([]keyed, len(recs))
-	for i, r := range recs {
+	s.keys.byHash = make(map[uint64]*Record, len(recs))
+	for _, r := range recs {
+		if _, dup := s.keys.put(r, r.hash()); dup {
+			return fmt.Errorf("%w: key %q/%q/%q stored twice", ErrMalformed, r.Tenant, r.Scope, r.Key)
+		}
 		s.expiry.ReplaceOrInsert(expiring{at: r.ExpiresAt, rec: r})
 		s.countPending(r, 1)
 		s.usage.count(r, 1)
-		byKey[i] = keyed{hash: r.hash(), rec: r}
-	}
-	slices.SortFunc(byKey, cmpKeyed)
-	for i, item := range byKey {
-		if i > 0 && !lessKeyed(byKey[i-1], item) {
-			return fmt.Errorf("%w: key %q/%q/%q stored twice", ErrMalformed, item.rec.Tenant, item.rec.Scope, item.rec.Key)
-		}
-		s.records.ReplaceOrInsert(item)
 	}
 	return nil
 }
 
-// dropIndexed takes old, just replaced or deleted in the key tree, out of
+// dropIndexed takes old, just replaced or deleted in the key index, out of
 // the expiry index and the counts.
 func (s *state) dropIndexed(old *Record) {
 	s.expiry.Delete(expiring{at: old.ExpiresAt, rec: old})
