@@ -1,9 +1,12 @@
 package fsm
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 // TestKeyIndexCollisions drives the index with hashes drawn from a handful
@@ -44,6 +47,9 @@ func TestKeyIndexCollisions(t *testing.T) {
 				t.Fatalf("seed %d step %d: len %d, want %d", seed, step, x.len(), len(want))
 			}
 			for h, chain := range x.collided {
+				if len(chain) == 0 {
+					t.Fatalf("seed %d step %d: an empty chain is left under hash %d", seed, step, h)
+				}
 				held, ok := x.byHash[h]
 				for _, r := range chain {
 					if !ok || hashOf(r.RecordKey) != h || r.RecordKey == held.RecordKey {
@@ -53,4 +59,63 @@ func TestKeyIndexCollisions(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPropertyCollidingHashesChangeNothing applies random command sequences
+// with a hash under which three of the four keys collide, checks after every
+// command that the key index and the expiry index hold the same records,
+// and then replays the sequence with the real hash: every result, the
+// digest and the snapshot must be the same, before and after a restore.
+func TestPropertyCollidingHashesChangeNothing(t *testing.T) {
+	seeded := keyHash
+	t.Cleanup(func() { keyHash = seeded })
+	colliding := func(k RecordKey) uint64 { return uint64(k.Key[len(k.Key)-1]) % 2 }
+	rapid.Check(t, func(t *rapid.T) {
+		keyHash = colliding
+		g := &cmdGen{now: t0}
+		m := NewMachine()
+		var cmds []*Command
+		var results []Result
+		for i := range rapid.IntRange(1, 120).Draw(t, "steps") {
+			c := g.command(t, true)
+			res := m.Apply(uint64(i+1), c)
+			if err := indexesAgree(m.st); err != nil {
+				t.Fatalf("step %d (%v): %v", i, c.Type, err)
+			}
+			g.learn(res)
+			cmds, results = append(cmds, c), append(results, res)
+		}
+		snap := snapshotBytes(t, m)
+		back := restored(t, snap)
+		if err := indexesAgree(back.st); err != nil {
+			t.Fatalf("after restore: %v", err)
+		}
+
+		keyHash = seeded
+		ref := NewMachine()
+		for i, c := range cmds {
+			if res := ref.Apply(uint64(i+1), c); !sameResult(res, results[i]) {
+				t.Fatalf("step %d (%v): %+v with colliding hashes, %+v with real ones", i, c.Type, results[i], res)
+			}
+		}
+		if ref.Digest() != m.Digest() || !bytes.Equal(snapshotBytes(t, ref), snap) {
+			t.Fatalf("digest or snapshot differs between colliding and real hashes")
+		}
+	})
+}
+
+// indexesAgree checks that the key index holds exactly the records of the
+// expiry index, each found under its own key.
+func indexesAgree(s *state) error {
+	if s.keys.len() != s.expiry.Len() {
+		return fmt.Errorf("key index holds %d records, expiry index %d", s.keys.len(), s.expiry.Len())
+	}
+	var err error
+	s.expiry.Ascend(func(item expiring) bool {
+		if r, ok := s.get(item.rec.RecordKey); !ok || r != item.rec {
+			err = fmt.Errorf("key %v: the key index has %p, the expiry index %p", item.rec.RecordKey, r, item.rec)
+		}
+		return err == nil
+	})
+	return err
 }

@@ -53,7 +53,10 @@ func (k RecordKey) compare(o RecordKey) int {
 // or written depends on it — snapshots, digests and Expire walk the expiry
 // index — so the seed is random per process, and no tenant can pick keys
 // that share a hash on purpose; if two do, the index still tells them apart.
-func (k RecordKey) hash() uint64 { return maphash.Comparable(keySeed, k) }
+func (k RecordKey) hash() uint64 { return keyHash(k) }
+
+// keyHash is a variable so that tests can make keys share a hash.
+var keyHash = func(k RecordKey) uint64 { return maphash.Comparable(keySeed, k) }
 
 var keySeed = maphash.MakeSeed()
 

@@ -28,7 +28,7 @@ const (
 // WriteSnapshot streams the state: a header (magic, version, FSM time,
 // applied index, record count), each record length-prefixed in the expiry
 // index's order (expiry time, then key), then a CRC-32C of everything
-// before it. That order, not the key index's hash order, because records
+// before it. That order, not the former key tree's hash order, because records
 // are created in time order: the walk reads memory mostly in the order it
 // was allocated, and a restore appends to the expiry index instead of
 // searching it (at 1 M records, hash order took 4 s longer).

@@ -97,9 +97,10 @@ func (s *state) remove(k RecordKey) {
 	}
 }
 
-// load fills an empty state with recs, given in the expiry index's order
-// (a snapshot's), so the expiry index only ever appends. A key given twice
-// is an error.
+// load fills an empty state with recs, usually given in the expiry index's
+// order (a format 2 snapshot's), so the expiry index only appends; format 1
+// comes in key order, which the tree takes too, only slower. A key given
+// twice is an error.
 func (s *state) load(recs []*Record) error {
 	s.keys.byHash = make(map[uint64]*Record, len(recs))
 	for _, r := range recs {
