@@ -18,11 +18,15 @@ func TestInflightReusesIdleWorkers(t *testing.T) {
 		// Let the worker get back to waiting for the next call.
 		testutil.WaitFor(t, 5*time.Second, "an idle worker", func() bool { return idleWorkerWaiting(calls) })
 	}
+	// Usually one worker runs them all. The probe above is itself a call: the
+	// worker that ran it may not be back at its select when the next start
+	// looks, and then start adds a worker (seen once in a test run on a busy
+	// machine). Without reuse it would be 50.
 	calls.mu.Lock()
 	workers := calls.workers
 	calls.mu.Unlock()
-	if workers != 1 {
-		t.Fatalf("50 calls in sequence started %d workers, want 1", workers)
+	if workers > 5 {
+		t.Fatalf("50 calls in sequence started %d workers, want 1 (a few at most)", workers)
 	}
 	calls.closeAndWait()
 }
