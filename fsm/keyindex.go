@@ -21,8 +21,9 @@ type keyIndex struct {
 	n        int
 }
 
-func newKeyIndex() keyIndex {
-	return keyIndex{byHash: map[uint64]*Record{}}
+// newKeyIndex returns an empty index with room for size records.
+func newKeyIndex(size int) *keyIndex {
+	return &keyIndex{byHash: make(map[uint64]*Record, size)}
 }
 
 func (x *keyIndex) len() int { return len(x.byHash) + x.n }
@@ -83,6 +84,7 @@ func (x *keyIndex) remove(k RecordKey, h uint64) (*Record, bool) {
 		for i, c := range chain {
 			if c.RecordKey == k {
 				held, at = c, i
+				break
 			}
 		}
 		if at < 0 {

@@ -16,7 +16,7 @@ import (
 func TestKeyIndexCollisions(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 0))
-		x := newKeyIndex()
+		x := newKeyIndex(0)
 		want := map[RecordKey]*Record{}
 		const keys, hashes = 40, 3
 		hashOf := func(k RecordKey) uint64 { return uint64(len(k.Key)+int(k.Key[len(k.Key)-1])) % hashes }

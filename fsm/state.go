@@ -48,9 +48,8 @@ type state struct {
 }
 
 func newState() *state {
-	keys := newKeyIndex()
 	return &state{
-		keys:   &keys,
+		keys:   newKeyIndex(0),
 		expiry: btree.NewG(btreeDegree, lessExpiring),
 		usage:  usageTable{},
 	}
@@ -102,7 +101,7 @@ func (s *state) remove(k RecordKey) {
 // comes in key order, which the tree takes too, only slower. A key given
 // twice is an error.
 func (s *state) load(recs []*Record) error {
-	s.keys.byHash = make(map[uint64]*Record, len(recs))
+	s.keys = newKeyIndex(len(recs))
 	for _, r := range recs {
 		if _, dup := s.keys.put(r, r.hash()); dup {
 			return fmt.Errorf("%w: key %q/%q/%q stored twice", ErrMalformed, r.Tenant, r.Scope, r.Key)
