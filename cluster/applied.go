@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"sync"
 
@@ -21,14 +23,17 @@ type trackedFSM struct {
 	batchSizes    prometheus.Histogram
 	snapshotTimes prometheus.Histogram
 
+	// installs hands Restore the stores InstallSnapshot built.
+	installs *storeSnapshots
+
 	// mu guards changed, which is closed and replaced after every apply or
 	// restore: that wakes all waiters without a poll loop.
 	mu      sync.Mutex
 	changed chan struct{}
 }
 
-func newTrackedFSM() *trackedFSM {
-	return &trackedFSM{FSM: fsm.NewFSM(), changed: make(chan struct{})}
+func newTrackedFSM(m *fsm.Machine) *trackedFSM {
+	return &trackedFSM{FSM: fsm.NewFSM(m), changed: make(chan struct{})}
 }
 
 // Apply applies one entry, then wakes waiters.
@@ -55,10 +60,21 @@ func (t *trackedFSM) Snapshot() (raft.FSMSnapshot, error) {
 	return timedSnapshot{FSMSnapshot: s, hist: t.snapshotTimes}, nil
 }
 
-// Restore replaces the state (with the applied index the snapshot holds).
+// Restore replaces the state (with the applied index the snapshot holds):
+// by swapping in the store an InstallSnapshot built (snapstore.go), or by
+// building one from a stream.
 func (t *trackedFSM) Restore(rc io.ReadCloser) error {
 	defer t.wake()
-	return t.FSM.Restore(rc)
+	defer rc.Close()
+	br := bufio.NewReaderSize(rc, 64<<10)
+	b, ok, err := t.installs.preparedInstall(br)
+	switch {
+	case err != nil:
+		return fmt.Errorf("restore snapshot: %w", err)
+	case ok:
+		return t.Machine.Install(b)
+	}
+	return t.Machine.Restore(br)
 }
 
 func (t *trackedFSM) wake() {

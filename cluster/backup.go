@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -23,6 +22,9 @@ type BackupInfo struct {
 	Applied uint64
 	Digest  string
 	Records int
+	// LegacyDigest is, for a backup of an in-memory release, the digest
+	// (version 1) that release showed for it.
+	LegacyDigest string
 }
 
 // Backup writes a consistent backup of the state to w: it confirms
@@ -34,11 +36,11 @@ func (n *Node) Backup(ctx context.Context, w io.Writer) (BackupInfo, error) {
 	}
 	h := sha256.New()
 	cw := &countingWriter{w: io.MultiWriter(w, h)}
-	applied, digest, records, err := n.Machine().Backup(cw)
+	meta, err := n.Machine().Backup(cw)
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("write backup: %w", err)
 	}
-	return BackupInfo{SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: cw.n, Applied: applied, Digest: digest, Records: records}, nil
+	return BackupInfo{SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: cw.n, Applied: meta.Applied, Digest: meta.Digest(), Records: int(meta.Records)}, nil
 }
 
 type countingWriter struct {
@@ -53,59 +55,57 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // RestoreBackup seeds dataDir with a backup, for disaster recovery: the
-// backup is checked in full (checksum, order, every record) before anything
-// is written, then stored as a Raft snapshot whose configuration is this one
-// server. `serve` on dataDir then starts a one-node cluster holding exactly
-// the backup's state; more servers join it as usual. A data dir that already
-// holds Raft state is refused.
-func RestoreBackup(dataDir, nodeID, raftAddr string, backup []byte) (BackupInfo, error) {
-	m := fsm.NewMachine()
-	if err := m.Restore(bytesReader(backup)); err != nil {
-		return BackupInfo{}, fmt.Errorf("backup is not usable: %w", err)
-	}
-	applied, digest := m.DigestAt()
+// backup is read straight into a new store, checked in full (checksum, sum,
+// order, every record) before the store is put in place, with a Raft
+// configuration of this one server. `serve` on dataDir then starts a
+// one-node cluster holding exactly the backup's state; more servers join it
+// as usual. A data dir that already holds Raft state is refused. Backups of
+// the in-memory releases (stream versions 1 and 2) restore too; for those,
+// LegacyDigest is the digest that release showed.
+func RestoreBackup(dataDir, nodeID, raftAddr string, backup io.Reader) (BackupInfo, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return BackupInfo{}, fmt.Errorf("create data dir: %w", err)
 	}
-	store, err := openStores(dataDir, DefaultLogSegmentSize, slog.Default())
+	logs, err := openStores(dataDir, DefaultLogSegmentSize, slog.Default())
 	if err != nil {
 		return BackupInfo{}, err
 	}
-	defer store.Close()
-	snaps, err := raft.NewFileSnapshotStore(dataDir, 2, io.Discard)
+	defer logs.Close()
+	cfg := Config{DataDir: dataDir, exit: os.Exit}
+	m, err := openMachine(cfg, slog.Default())
 	if err != nil {
-		return BackupInfo{}, fmt.Errorf("open snapshot store: %w", err)
+		return BackupInfo{}, err
 	}
-	existing, err := raft.HasExistingState(store.log, store.stable, snaps)
+	defer m.Close()
+	existing, err := raft.HasExistingState(logs.log, logs.stable, newStoreSnapshots(func() *fsm.Machine { return m }))
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("inspect data dir %s: %w", dataDir, err)
 	}
 	if existing {
 		return BackupInfo{}, fmt.Errorf("data dir %s already holds Raft state: restore into an empty one", dataDir)
 	}
-	index := max(applied, 1)
-	cfg := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(nodeID), Address: raft.ServerAddress(raftAddr)}}}
-	// The snapshot store encodes the peers through a transport (a legacy
-	// format); an in-memory one serves, as nothing is sent.
-	_, trans := raft.NewInmemTransport(raft.ServerAddress(raftAddr))
-	sink, err := snaps.Create(raft.SnapshotVersionMax, index, 1, cfg, index, trans)
+	conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(nodeID), Address: raft.ServerAddress(raftAddr)}}}
+	h := sha256.New()
+	cr := &countingReader{r: io.TeeReader(backup, h)}
+	info, err := m.RestoreWith(cr, fsm.Meta{Term: 1, Config: raft.EncodeConfiguration(conf)})
 	if err != nil {
-		return BackupInfo{}, fmt.Errorf("create snapshot: %w", err)
+		return BackupInfo{}, fmt.Errorf("backup is not usable: %w", err)
 	}
-	if _, err := sink.Write(backup); err != nil {
-		sink.Cancel()
-		return BackupInfo{}, fmt.Errorf("write snapshot: %w", err)
-	}
-	if err := sink.Close(); err != nil {
-		return BackupInfo{}, fmt.Errorf("close snapshot: %w", err)
-	}
-	// Raft restores the snapshot but keeps its term; record term 1 so the
-	// first election starts above it.
-	if err := store.stable.SetUint64([]byte("CurrentTerm"), 1); err != nil {
+	// The first election must start above the term the store's index holds.
+	if err := logs.stable.SetUint64([]byte("CurrentTerm"), max(info.Meta.Term, 1)); err != nil {
 		return BackupInfo{}, fmt.Errorf("store term: %w", err)
 	}
-	sum := sha256.Sum256(backup)
-	return BackupInfo{SHA256: hex.EncodeToString(sum[:]), Bytes: int64(len(backup)), Applied: applied, Digest: digest, Records: m.Len()}, nil
+	return BackupInfo{SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: cr.n, Applied: info.Meta.Applied,
+		Digest: info.Meta.Digest(), Records: int(info.Meta.Records), LegacyDigest: info.LegacyDigest}, nil
 }
 
-func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

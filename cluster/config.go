@@ -57,8 +57,6 @@ type Config struct {
 	// SnapshotThreshold and SnapshotInterval control Raft log compaction.
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
-	// SnapshotRetain is how many snapshots are kept on disk.
-	SnapshotRetain int
 	// TrailingLogs is how many log entries stay after a snapshot, so a
 	// briefly lagging follower catches up from the log instead of a snapshot.
 	TrailingLogs uint64
@@ -78,6 +76,15 @@ type Config struct {
 	// FaultDiskStallFile is a fault-injection switch: while this file
 	// exists, Raft log writes block. Empty in production.
 	FaultDiskStallFile string
+
+	// StoreCacheSize and StoreMemTableSize bound the store's memory (its
+	// block cache, and one memtable of the two it may hold); 0 means the
+	// store's defaults.
+	StoreCacheSize    int64
+	StoreMemTableSize uint64
+	// FaultAppliedAhead plants the store bug applied-ahead (statemachine.go)
+	// for the jepsen self-test. Never set in production.
+	FaultAppliedAhead bool
 
 	// ClockOffset shifts the time this node stamps into commands. It is a
 	// fault-injection knob for skew tests and is zero in production.
@@ -117,9 +124,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LogSegmentSize == 0 {
 		c.LogSegmentSize = DefaultLogSegmentSize
-	}
-	if c.SnapshotRetain == 0 {
-		c.SnapshotRetain = 2
 	}
 	if c.ExpiryInterval == 0 {
 		c.ExpiryInterval = time.Second

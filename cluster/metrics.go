@@ -5,6 +5,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idemnode/idemnode/store"
 )
 
 // metrics are the node's Prometheus series. Gauges that mirror raft or the
@@ -28,7 +30,7 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 		applyBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "idemnode_fsm_apply_batch_entries",
 			Help: "Log entries the state machine applied per batch.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 		snapshot: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "idemnode_snapshot_persist_seconds",
-			Help: "Time to write a Raft snapshot of the state machine.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+			Help: "Time to record a Raft snapshot: making the store durable (a memtable flush).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
 		proposalSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "idemnode_proposal_commands",
 			Help: "Commands the leader proposed together in one log entry (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
 	}
@@ -53,6 +55,10 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_records_completed", Help: "Stored COMPLETED records."},
 			func() float64 { _, c := n.Machine().Counts(); return float64(c) }),
 	}
+	gauges = append(gauges, store.NewCollector(func() *store.Store {
+		s, _ := n.Machine().Store().(*store.Store)
+		return s
+	}))
 	for _, c := range gauges {
 		reg.MustRegister(c)
 	}

@@ -25,7 +25,9 @@ type Node struct {
 	fsm  *trackedFSM
 	// stores are the Raft log and stable store (stores.go).
 	stores *stores
-	trans  *raft.NetworkTransport
+	// snaps is raft's snapshot store: the state machine's store itself.
+	snaps *storeSnapshots
+	trans *raft.NetworkTransport
 	// stream is the transport's network layer (TLS or not, see peertls.go).
 	stream raft.StreamLayer
 	// members is nil on a standalone node (no gossip address).
@@ -60,8 +62,15 @@ func Open(cfg Config) (*Node, error) {
 	if err := probeDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), fsm: newTrackedFSM(),
+	log := cfg.Logger.With("node", cfg.NodeID)
+	machine, err := openMachine(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: log, fsm: newTrackedFSM(machine),
 		leaderNotify: make(chan bool, 16), commits: newCommitter(), stop: make(chan struct{})}
+	n.snaps = newStoreSnapshots(n.Machine)
+	n.fsm.installs = n.snaps
 	n.registerMetrics(cfg.Metrics)
 	n.reads.confirm = n.verifyLeader
 	n.fsm.batchSizes, n.fsm.snapshotTimes = n.metrics.applyBatch, n.metrics.snapshot
@@ -109,11 +118,7 @@ func (n *Node) openRaft() (bool, error) {
 		return false, err
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr, JSONFormat: n.cfg.LogJSON})
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, n.cfg.SnapshotRetain, hlog)
-	if err != nil {
-		return false, fmt.Errorf("open snapshot store: %w", err)
-	}
-	if err := n.loadStoredState(snaps, n.stores.log); err != nil {
+	if err := n.checkStoredState(n.stores.log); err != nil {
 		return false, err
 	}
 	n.stream, err = newStreamLayer(n.cfg)
@@ -126,7 +131,7 @@ func (n *Node) openRaft() (bool, error) {
 	}
 	n.trans = raft.NewNetworkTransportWithConfig(tc)
 	rc := n.raftConfig(hlog)
-	existing, err := raft.HasExistingState(n.stores.log, n.stores.stable, snaps)
+	existing, err := raft.HasExistingState(n.stores.log, n.stores.stable, n.snaps)
 	if err != nil {
 		return false, fmt.Errorf("inspect raft state: %w", err)
 	}
@@ -139,7 +144,7 @@ func (n *Node) openRaft() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("log cache: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, cached, n.stores.stable, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, n.fsm, cached, n.stores.stable, n.snaps, n.trans)
 	if err != nil {
 		return false, fmt.Errorf("start raft: %w", err)
 	}
@@ -168,8 +173,8 @@ func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
 	rc.SnapshotThreshold = n.cfg.SnapshotThreshold
 	rc.SnapshotInterval = n.cfg.SnapshotInterval
 	rc.TrailingLogs = n.cfg.TrailingLogs
-	// loadStoredState has restored the newest snapshot already, refusing a
-	// damaged one instead of letting raft fall back to an older one.
+	// The store is the snapshot (snapstore.go): raft takes its index,
+	// term and configuration from List and must not restore it into itself.
 	rc.NoSnapshotRestoreOnStart = true
 	// Loopback and LAN clusters detect a dead leader in about a second.
 	rc.HeartbeatTimeout = 1000 * time.Millisecond
@@ -234,6 +239,7 @@ func (n *Node) closeStores() error {
 	if n.stores != nil {
 		errs = append(errs, n.stores.Close())
 	}
+	errs = append(errs, n.fsm.Machine.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close stores: %w", err)
 	}

@@ -12,19 +12,12 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// loadStoredState checks the data dir's Raft state before raft starts: it
-// reads back every log entry (verifyLog), restores the newest snapshot
-// into the state machine, and checks that the log continues where the
-// snapshot ends. Any defect refuses the start with an ErrCorrupt error.
-//
-// Left to itself, raft tries the snapshots newest first and quietly falls
-// back to an older one (or to none) when one does not read back; if the log
-// was compacted past the older snapshot, the node then applies a log with a
-// hole — it serves state its peers never had, or panics later on a missing
-// entry. Here a damaged snapshot stops the node with an error naming it,
-// and raft, started with NoSnapshotRestoreOnStart, takes the index and
-// configuration from the same snapshot's metadata without reading it again.
-func (n *Node) loadStoredState(snaps *raft.FileSnapshotStore, logs raft.LogStore) error {
+// checkStoredState checks the data dir's Raft state before raft starts:
+// every log entry reads back (verifyLog), and the log continues where the
+// store ends. The store is raft's snapshot (snapstore.go), so raft will
+// replay the log from the store's applied index; a log compacted past it
+// would be applied with a hole, and is refused with an ErrCorrupt error.
+func (n *Node) checkStoredState(logs raft.LogStore) error {
 	start := time.Now()
 	if err := verifyLog(logs); err != nil {
 		return err
@@ -32,29 +25,9 @@ func (n *Node) loadStoredState(snaps *raft.FileSnapshotStore, logs raft.LogStore
 	if first, last, _ := logBounds(logs); last > 0 {
 		n.log.Info("verified log", "first", first, "last", last, "took", time.Since(start).Round(time.Millisecond))
 	}
-	if err := checkSnapshotMetas(filepath.Join(n.cfg.DataDir, "snapshots")); err != nil {
-		return err
-	}
-	list, err := snaps.List()
-	if err != nil {
-		return fmt.Errorf("list snapshots: %w", err)
-	}
-	var snapIndex uint64
-	if len(list) > 0 {
-		start := time.Now()
-		newest := list[0]
-		_, rc, err := snaps.Open(newest.ID)
-		if err != nil {
-			return corruptSnapshot(newest.ID, err)
-		}
-		if err := n.fsm.Restore(rc); err != nil {
-			return corruptSnapshot(newest.ID, err)
-		}
-		snapIndex = newest.Index
-		n.log.Info("restored snapshot", "id", newest.ID, "index", newest.Index, "records", n.fsm.Len(),
-			"took", time.Since(start).Round(time.Millisecond))
-	}
-	return checkLogContinues(logs, snapIndex)
+	meta := n.fsm.Meta()
+	n.log.Info("opened the store", "applied", meta.Applied, "records", meta.Records, "digest", meta.Digest())
+	return checkLogContinues(logs, meta.Applied)
 }
 
 // checkSnapshotMetas refuses a snapshot directory whose meta.json does not
@@ -92,7 +65,7 @@ func checkLogContinues(logs raft.LogStore, snapIndex uint64) error {
 	if err != nil || last == 0 || first <= snapIndex+1 {
 		return err
 	}
-	return fmt.Errorf("raft state is %w: the log starts at entry %d but the newest snapshot ends at entry %d, so entries %d-%d are missing; %s",
+	return fmt.Errorf("raft state is %w: the log starts at entry %d but the store ends at entry %d, so entries %d-%d are missing; %s",
 		ErrCorrupt, first, snapIndex, snapIndex+1, first-1, rejoinHint)
 }
 

@@ -4,12 +4,12 @@ import "bytes"
 
 // The handlers below implement the outcome tables of DESIGN.md §2. Each runs
 // with FSM time already advanced to the command's Now, reads and writes only
-// s, and returns its result: no clock, no randomness, no map iteration.
+// t, and returns its result: no clock, no randomness, no map iteration.
 
 // applyClaim decides a claim; token is what the claim holds if it wins.
-func (s *state) applyClaim(c *Command, token uint64) Result {
-	now := s.now
-	r, ok := s.live(c.Key)
+func (t *tx) applyClaim(c *Command, token uint64) Result {
+	now := t.meta.Now
+	r, ok := t.live(c.Key)
 	switch {
 	case !ok:
 		key, owner := joinKey(c.Key, c.Owner)
@@ -24,10 +24,10 @@ func (s *state) applyClaim(c *Command, token uint64) Result {
 			CreatedAt:      now,
 			ExpiresAt:      max(now+c.TTL, now+c.Lease),
 		}
-		if q := s.admit(c.Quota, won); q != QuotaNone {
+		if q := t.admit(c.Quota, won); q != QuotaNone {
 			return Result{Outcome: OutcomeQuotaExceeded, Exceeded: q}
 		}
-		s.put(won)
+		t.put(won)
 		return Result{Outcome: OutcomeWon, Record: won}
 	case !bytes.Equal(r.Fingerprint, c.Fingerprint):
 		return Result{Outcome: OutcomeMismatch}
@@ -46,12 +46,12 @@ func (s *state) applyClaim(c *Command, token uint64) Result {
 	taken.Attempt = r.Attempt + 1
 	taken.LeaseExpiresAt = now + c.Lease
 	taken.ExpiresAt = max(r.ExpiresAt, taken.LeaseExpiresAt)
-	s.put(&taken)
+	t.put(&taken)
 	return Result{Outcome: OutcomeWon, Record: &taken}
 }
 
-func (s *state) applyComplete(c *Command) Result {
-	r, ok := s.live(c.Key)
+func (t *tx) applyComplete(c *Command) Result {
+	r, ok := t.live(c.Key)
 	switch {
 	case !ok:
 		return Result{Outcome: OutcomeNotFound}
@@ -66,33 +66,33 @@ func (s *state) applyComplete(c *Command) Result {
 	}
 	done := *r
 	done.State = StateCompleted
-	done.CompletedAt = s.now
+	done.CompletedAt = t.meta.Now
 	done.LeaseExpiresAt = 0
 	done.Response = c.Response
 	if done.Response == nil {
 		done.Response = &Response{}
 	}
-	if q := s.admit(c.Quota, &done); q != QuotaNone {
+	if q := t.admit(c.Quota, &done); q != QuotaNone {
 		return Result{Outcome: OutcomeQuotaExceeded, Exceeded: q} // the record stays PENDING
 	}
-	s.put(&done)
+	t.put(&done)
 	return Result{Outcome: OutcomeOK, Record: &done}
 }
 
-func (s *state) applyRelease(c *Command) Result {
-	r, ok := s.live(c.Key)
+func (t *tx) applyRelease(c *Command) Result {
+	r, ok := t.live(c.Key)
 	switch {
 	case !ok:
 		return Result{Outcome: OutcomeOK}
 	case r.Token != c.Token || r.State != StatePending:
 		return Result{Outcome: OutcomeFenced}
 	}
-	s.remove(c.Key)
+	t.remove(c.Key)
 	return Result{Outcome: OutcomeOK}
 }
 
-func (s *state) applyExtend(c *Command) Result {
-	r, ok := s.live(c.Key)
+func (t *tx) applyExtend(c *Command) Result {
+	r, ok := t.live(c.Key)
 	switch {
 	case !ok:
 		return Result{Outcome: OutcomeNotFound}
@@ -102,29 +102,27 @@ func (s *state) applyExtend(c *Command) Result {
 	// The holder still owns the record even if its lease lapsed, as long as
 	// nobody took it over: the token check above is what fences.
 	ext := *r
-	ext.LeaseExpiresAt = max(r.LeaseExpiresAt, s.now+c.Lease)
+	ext.LeaseExpiresAt = max(r.LeaseExpiresAt, t.meta.Now+c.Lease)
 	ext.ExpiresAt = max(r.ExpiresAt, ext.LeaseExpiresAt)
-	s.put(&ext)
+	t.put(&ext)
 	return Result{Outcome: OutcomeOK, Record: &ext}
 }
 
 // applyExpire deletes up to Limit records whose TTL ended, oldest first; the
 // bound keeps one entry from stalling the log however much has expired.
-func (s *state) applyExpire(c *Command, changed func(RecordKey)) Result {
-	var due []RecordKey
-	s.expiry.Ascend(func(e expiring) bool {
-		if e.at > s.now || len(due) >= int(c.Limit) {
-			return false
-		}
-		due = append(due, e.rec.RecordKey)
-		return true
-	})
-	for _, k := range due {
-		s.remove(k)
-		changed(k)
+func (t *tx) applyExpire(c *Command) Result {
+	due := t.due(int(min(c.Limit, maxExpireLimit)))
+	for _, r := range due {
+		t.remove(r.RecordKey)
+		t.changed = append(t.changed, r.RecordKey)
 	}
 	return Result{Outcome: OutcomeOK, Expired: len(due)}
 }
+
+// maxExpireLimit bounds what one Expire deletes whatever its Limit says, so
+// one entry's write set stays small; the leader proposes far less (a few
+// thousand), and the rest waits for the next entry.
+const maxExpireLimit = 1 << 20
 
 func responsesEqual(a, b *Response) bool {
 	if a == nil || b == nil {

@@ -240,10 +240,11 @@ func mustRefuse(t *testing.T, b []byte, format string, args ...any) {
 	}
 }
 
-// craftSnapshot writes records as given, in the given order, with a valid
-// checksum, so that only the record-level checks can refuse it.
+// craftSnapshot writes records as given, in the given order, in the current
+// format with a valid sum and checksum, so that only the record-level
+// checks can refuse it.
 func craftSnapshot(now int64, recs ...*Record) []byte {
-	return craftSnapshotVersion(snapshotVersion, now, recs...)
+	return craftSnapshotVersion(SnapshotVersion, now, recs...)
 }
 
 // craftSnapshotVersion is craftSnapshot with the format version given.
@@ -253,11 +254,18 @@ func craftSnapshotVersion(version uint64, now int64, recs ...*Record) []byte {
 	e.uvarint(version)
 	e.varint(now)
 	e.uvarint(0) // applied index
+	if version == SnapshotVersion {
+		e.uvarint(0) // term
+	}
 	e.uvarint(uint64(len(recs)))
+	var sum Sum
 	for _, r := range recs {
-		var re encoder
-		re.record(r)
-		e.bytes(re.buf)
+		enc := EncodeRecord(r)
+		sum.add(recordHash(enc))
+		e.bytes(enc)
+	}
+	if version == SnapshotVersion {
+		e.buf = append(e.buf, sum[:]...)
 	}
 	return binary.BigEndian.AppendUint32(e.buf, crc32.Checksum(e.buf, crcTable))
 }
@@ -267,42 +275,54 @@ func TestRestoreRefusesInvalidRecords(t *testing.T) {
 	if got, want := craftSnapshot(at(0), a, b), snapshotBytes(t, restored(t, craftSnapshot(at(0), a, b))); !bytes.Equal(got, want) {
 		t.Fatal("craftSnapshot does not write the snapshot format")
 	}
-	// a's key again, expiring later: in expiry order, so only the check
-	// for a key stored twice can refuse it.
+	// a's key again, expiring later: in expiry order, so in format 2 only
+	// the check for a key stored twice can refuse it.
 	aLater := rec(func(r *Record) { r.ExpiresAt++ })
 	// Expiring first but with the larger key: in order for format 2 only.
 	bFirst := rec(func(r *Record) { r.Key = "l"; r.ExpiresAt-- })
-	bigLen := append([]byte(snapshotMagic), 2, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f)
+	bigLen := append([]byte(snapshotMagic), SnapshotVersion, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f)
+	wrongSum := craftSnapshot(at(0), a, b)
+	wrongSum[len(wrongSum)-5] ^= 1 // the sum's last byte, checksum recomputed
+	wrongSum = binary.BigEndian.AppendUint32(wrongSum[:len(wrongSum)-4], crc32.Checksum(wrongSum[:len(wrongSum)-4], crcTable))
+	v2 := uint64(snapshotVersionExpiryOrder)
 	cases := map[string][]byte{
-		"out of order":                craftSnapshot(at(0), b, a),
-		"out of expiry order":         craftSnapshot(at(0), a, bFirst),
-		"duplicate key":               craftSnapshot(at(0), a, a),
-		"duplicate key, two expiries": craftSnapshot(at(0), a, aLater),
-		"format 1 out of key order":   craftSnapshotVersion(snapshotVersionKeyOrder, at(0), bFirst, a),
-		"format 1 duplicate key":      craftSnapshotVersion(snapshotVersionKeyOrder, at(0), a, a),
-		"state unknown":               craftSnapshot(at(0), rec(func(r *Record) { r.State = StateUnknown })),
-		"state past the end":          craftSnapshot(at(0), rec(func(r *Record) { r.State = 3 })),
-		"record too large":            bigLen,
-		"version 3":                   craftSnapshotVersion(3, at(0), a),
+		"out of order":                         craftSnapshot(at(0), b, a),
+		"duplicate key":                        craftSnapshot(at(0), a, a),
+		"sum does not match":                   wrongSum,
+		"format 2 out of expiry order":         craftSnapshotVersion(v2, at(0), a, bFirst),
+		"format 2 duplicate key":               craftSnapshotVersion(v2, at(0), a, a),
+		"format 2 duplicate key, two expiries": craftSnapshotVersion(v2, at(0), a, aLater),
+		"format 1 out of key order":            craftSnapshotVersion(snapshotVersionKeyOrder, at(0), bFirst, a),
+		"format 1 duplicate key":               craftSnapshotVersion(snapshotVersionKeyOrder, at(0), a, a),
+		"state unknown":                        craftSnapshot(at(0), rec(func(r *Record) { r.State = StateUnknown })),
+		"state past the end":                   craftSnapshot(at(0), rec(func(r *Record) { r.State = 3 })),
+		"record too large":                     bigLen,
+		"version 4":                            craftSnapshotVersion(4, at(0), a),
 	}
 	for name, snap := range cases {
 		mustRefuse(t, snap, "%s", name)
 	}
 }
 
-// TestRestoreReadsFormat1: a snapshot written before format 2, with its
-// records in key order, restores to the same state as format 2 holds it.
-func TestRestoreReadsFormat1(t *testing.T) {
+// TestRestoreReadsOlderFormats: snapshots of the in-memory releases, format
+// 1 (records in key order) and 2 (in expiry order), restore to the state
+// format 3 holds.
+func TestRestoreReadsOlderFormats(t *testing.T) {
 	a := base()
 	bFirst := rec(func(r *Record) { r.Key = "l"; r.ExpiresAt-- })
-	old := restored(t, craftSnapshotVersion(snapshotVersionKeyOrder, at(0), a, bFirst))
-	cur := restored(t, craftSnapshot(at(0), bFirst, a))
-	if old.Digest() != cur.Digest() || old.Len() != 2 {
-		t.Fatalf("format 1 restored %d records, digest %s; format 2 gives %s", old.Len(), old.Digest(), cur.Digest())
-	}
-	for _, k := range []RecordKey{a.RecordKey, bFirst.RecordKey} {
-		if _, ok := old.Get(k); !ok {
-			t.Fatalf("format 1 restore lost %v", k)
+	cur := restored(t, craftSnapshot(at(0), a, bFirst))
+	for name, snap := range map[string][]byte{
+		"format 1": craftSnapshotVersion(snapshotVersionKeyOrder, at(0), a, bFirst),
+		"format 2": craftSnapshotVersion(snapshotVersionExpiryOrder, at(0), bFirst, a),
+	} {
+		old := restored(t, snap)
+		if old.Digest() != cur.Digest() || old.Len() != 2 {
+			t.Fatalf("%s restored %d records, digest %s; format 3 gives %s", name, old.Len(), old.Digest(), cur.Digest())
+		}
+		for _, k := range []RecordKey{a.RecordKey, bFirst.RecordKey} {
+			if _, ok := old.Get(k); !ok {
+				t.Fatalf("%s restore lost %v", name, k)
+			}
 		}
 	}
 }

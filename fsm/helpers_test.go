@@ -81,6 +81,23 @@ type harness struct {
 
 func newHarness(t tb) *harness { return &harness{t: t, m: NewMachine()} }
 
+// NewMachine returns a Machine over a fresh in-memory reference store.
+func NewMachine() *Machine {
+	m, err := New(NewMemStore())
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// stored returns the record under k in m's store even if its TTL has passed.
+func stored(m *Machine, k RecordKey) (*Record, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	r := mustRecord(m.store.Get(EncodeKey(k)))
+	return r, r != nil
+}
+
 func (h *harness) apply(c *Command) Result {
 	h.index++
 	return h.m.Apply(h.index, c)
@@ -115,7 +132,7 @@ func (h *harness) want(res Result, o Outcome) {
 }
 
 // stored returns the record under key even if its TTL has passed.
-func (h *harness) stored(key string) (*Record, bool) { return h.m.st.get(rk(key)) }
+func (h *harness) stored(key string) (*Record, bool) { return stored(h.m, rk(key)) }
 
 func snapshotBytes(t tb, m *Machine) []byte {
 	t.Helper()

@@ -1,90 +1,149 @@
 package fsm
 
 import (
+	"fmt"
 	"sync"
 )
 
-// Machine is the deterministic state machine. Apply must be called from one
-// goroutine at a time (Raft's apply loop); reads may run concurrently.
+// Machine is the deterministic state machine over a Store. It decides every
+// outcome; the store keeps the records. Apply, Install and Restore must be
+// called from one goroutine (Raft's apply loop); reads may run concurrently.
 type Machine struct {
-	// mu guards st: Apply takes it for writing, reads for reading. Records
-	// are immutable, so a reader may use a *Record after unlocking.
-	mu sync.RWMutex
-	st *state
+	// mu guards store, meta and usage: Apply holds it for writing only while
+	// it publishes a commit, reads hold it for reading, and Restore swaps
+	// the store under it. The applying goroutine reads the store without it,
+	// since it is the only one that changes or swaps the store.
+	mu    sync.RWMutex
+	store Store
+	// meta is the store's metadata as of the last commit; usage is every
+	// tenant's usage, kept here because quotas read it on every claim.
+	meta  Meta
+	usage map[string]Usage
 
 	watch watchers
 }
 
-// NewMachine returns an empty state machine.
-func NewMachine() *Machine {
-	return &Machine{st: newState()}
+// New returns a Machine over s, at the state s holds.
+func New(s Store) (*Machine, error) {
+	m := &Machine{}
+	if err := m.adopt(s); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// adopt makes s the store, loading its metadata and usage.
+func (m *Machine) adopt(s Store) error {
+	usage, err := s.Usages()
+	if err != nil {
+		return fmt.Errorf("load tenant usage: %w", err)
+	}
+	m.mu.Lock()
+	m.store, m.meta, m.usage = s, s.Meta(), usage
+	m.mu.Unlock()
+	return nil
+}
+
+// Entry is one log entry for ApplyEntries: a command, or (Cmd nil) a Raft
+// configuration change, whose encoding Config then holds.
+type Entry struct {
+	Index, Term uint64
+	Cmd         *Command
+	Config      []byte
 }
 
 // Apply applies one command decided at log entry index and returns its
 // result. The result depends only on the state, the command and index.
 func (m *Machine) Apply(index uint64, c *Command) Result {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.st.applied = max(m.st.applied, index)
-	if c.Type == TypeBatch {
-		res := Result{Outcome: OutcomeOK, Batch: make([]Result, len(c.Batch))}
-		for i, sub := range c.Batch {
-			res.Batch[i] = m.applyOne(sub, TokenFor(index, i))
+	return m.ApplyEntries([]Entry{{Index: index, Cmd: c}})[0]
+}
+
+// ApplyEntries applies consecutive log entries as one store commit and
+// returns a result per entry. Entries at or below the store's applied index
+// are skipped with a zero Result: the store has them already (after a
+// restart, or a snapshot that was ahead of the log), and claims and
+// completes must never be applied on top of a newer state.
+func (m *Machine) ApplyEntries(entries []Entry) []Result {
+	t := m.begin()
+	out := make([]Result, len(entries))
+	for i, e := range entries {
+		if e.Index <= t.meta.Applied {
+			continue
 		}
-		return res
+		t.meta.Applied, t.meta.Term = e.Index, e.Term
+		switch {
+		case e.Cmd != nil:
+			out[i] = t.applyEntry(e.Index, e.Cmd)
+		case e.Config != nil:
+			t.meta.ConfigIndex, t.meta.Config = e.Index, e.Config
+		}
 	}
-	return m.applyOne(c, TokenFor(index, 0))
+	m.commit(t)
+	return out
+}
+
+// applyEntry applies one command, a batch member by member.
+func (t *tx) applyEntry(index uint64, c *Command) Result {
+	if c.Type != TypeBatch {
+		return t.applyOne(c, TokenFor(index, 0))
+	}
+	res := Result{Outcome: OutcomeOK, Batch: make([]Result, len(c.Batch))}
+	for i, sub := range c.Batch {
+		res.Batch[i] = t.applyOne(sub, TokenFor(index, i))
+	}
+	return res
 }
 
 // applyOne advances FSM time and dispatches to the command's handler. FSM
 // time never goes backwards, so a new leader whose clock lags cannot revive
 // an expired lease or record.
-func (m *Machine) applyOne(c *Command, token uint64) Result {
-	s := m.st
-	s.now = max(s.now, c.Now)
+func (t *tx) applyOne(c *Command, token uint64) Result {
+	t.meta.Now = max(t.meta.Now, c.Now)
 	var res Result
 	switch c.Type {
 	case TypeClaim:
-		res = s.applyClaim(c, token)
+		res = t.applyClaim(c, token)
 	case TypeComplete:
-		res = s.applyComplete(c)
+		res = t.applyComplete(c)
 	case TypeRelease:
-		res = s.applyRelease(c)
+		res = t.applyRelease(c)
 	case TypeExtend:
-		res = s.applyExtend(c)
+		res = t.applyExtend(c)
 	case TypeExpire:
-		return s.applyExpire(c, m.watch.notify)
+		return t.applyExpire(c)
 	default:
 		// Decoding refuses unknown types and nested batches, so only a
 		// caller bug gets here; answering keeps every node identical.
 		return Result{Outcome: OutcomeUnknown}
 	}
 	if res.Outcome == OutcomeOK || res.Outcome == OutcomeWon {
-		m.watch.notify(c.Key)
+		t.changed = append(t.changed, c.Key)
 	}
 	return res
-}
-
-// MarkApplied records that the log entry at index was applied without a
-// command for the state machine (a configuration change).
-func (m *Machine) MarkApplied(index uint64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.st.applied = max(m.st.applied, index)
 }
 
 // Applied returns the index of the last log entry applied.
 func (m *Machine) Applied() uint64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.st.applied
+	return m.meta.Applied
 }
 
 // Get returns the live record under k, as of the last applied command.
 func (m *Machine) Get(k RecordKey) (*Record, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.st.live(k)
+	return m.live(k)
+}
+
+// live reads k from the store; the caller holds mu. A record past its TTL
+// is absent for every read, deleted or not.
+func (m *Machine) live(k RecordKey) (*Record, bool) {
+	r := mustRecord(m.store.Get(EncodeKey(k)))
+	if r == nil || r.ExpiresAt <= m.meta.Now {
+		return nil, false
+	}
+	return r, true
 }
 
 // GetWatch returns the live record under k and, when it is PENDING, a
@@ -95,7 +154,7 @@ func (m *Machine) Get(k RecordKey) (*Record, bool) {
 func (m *Machine) GetWatch(k RecordKey) (*Record, bool, <-chan struct{}) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	r, ok := m.st.live(k)
+	r, ok := m.live(k)
 	if !ok || r.State != StatePending {
 		return r, ok, nil
 	}
@@ -106,7 +165,7 @@ func (m *Machine) GetWatch(k RecordKey) (*Record, bool, <-chan struct{}) {
 func (m *Machine) Len() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.st.len()
+	return int(m.meta.Records)
 }
 
 // Counts returns how many stored records are PENDING and COMPLETED
@@ -114,14 +173,21 @@ func (m *Machine) Len() int {
 func (m *Machine) Counts() (pending, completed int) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.st.pending, m.st.len() - m.st.pending
+	return int(m.meta.Pending), int(m.meta.Records - m.meta.Pending)
 }
 
 // Now returns FSM time in Unix nanoseconds.
 func (m *Machine) Now() int64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.st.now
+	return m.meta.Now
+}
+
+// Meta returns the store's metadata as of the last applied entry.
+func (m *Machine) Meta() Meta {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.meta
 }
 
 // NextExpiry returns the earliest ExpiresAt of any stored record, so the
@@ -129,27 +195,97 @@ func (m *Machine) Now() int64 {
 func (m *Machine) NextExpiry() (int64, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	e, ok := m.st.expiry.Min()
-	if !ok {
-		return 0, false
+	at, ok, err := m.store.NextExpiry()
+	if err != nil {
+		panic(fmt.Sprintf("fsm: read the expiry index: %v", err))
 	}
-	return e.at, true
+	return at, ok
 }
 
-// view returns an immutable copy of the state for snapshots and digests.
-func (m *Machine) view() *state {
-	// Clone writes to the trees' copy-on-write bookkeeping, so it needs the
-	// write lock even though it changes no record.
+// Digest returns the state digest (DigestVersion) as of the last applied command.
+func (m *Machine) Digest() string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.meta.digest()
+}
+
+// DigestAt returns the applied index and the digest of the state at that
+// index, read together.
+func (m *Machine) DigestAt() (uint64, string) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.meta.Applied, m.meta.digest()
+}
+
+// Sync makes every applied entry durable in the store.
+func (m *Machine) Sync() error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.store.Sync()
+}
+
+// View returns a point-in-time view of the store, for a snapshot stream.
+func (m *Machine) View() (View, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.store.View()
+}
+
+// NewBuilder returns a builder of a fresh store to Install.
+func (m *Machine) NewBuilder() (Builder, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.store.NewBuilder()
+}
+
+// Install swaps in the store b built (a restored snapshot) and closes the
+// old one, then wakes every watcher, since any key may have changed.
+func (m *Machine) Install(b Builder) error {
+	s, err := b.Install()
+	if err != nil {
+		return fmt.Errorf("install restored store: %w", err)
+	}
+	m.mu.RLock()
+	old := m.store
+	m.mu.RUnlock()
+	if err := m.adopt(s); err != nil {
+		s.Close()
+		return err
+	}
+	m.watch.notifyAll()
+	if err := old.Close(); err != nil {
+		return fmt.Errorf("close replaced store: %w", err)
+	}
+	return nil
+}
+
+// Store returns the current store (it changes when a snapshot is installed).
+func (m *Machine) Store() Store {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.store
+}
+
+// Close closes the store.
+func (m *Machine) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.st.clone()
+	return m.store.Close()
 }
 
-// swap replaces the whole state (Restore) and wakes every watcher, since any
-// key may have changed.
-func (m *Machine) swap(s *state) {
-	m.mu.Lock()
-	m.st = s
-	m.mu.Unlock()
-	m.watch.notifyAll()
+// mustRecord decodes a store's answer. A store error or a record that does
+// not decode is a damaged disk: deciding on it would diverge this node, so
+// the node stops (the cluster's store exits with code 3 before this).
+func mustRecord(enc []byte, ok bool, err error) *Record {
+	if err != nil {
+		panic(fmt.Sprintf("fsm: read a record: %v", err))
+	}
+	if !ok {
+		return nil
+	}
+	r, err := DecodeRecord(enc)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: stored record: %v", err))
+	}
+	return r
 }

@@ -63,46 +63,18 @@ func recordSize(r *Record) uint64 {
 	return uint64(n)
 }
 
-// usageTable holds each tenant's Usage. It is derived from the records (a
-// recount gives the same table), so snapshots leave it out and a restore
-// rebuilds it through put. Only lookups by tenant read it, never an
-// iteration, so its map order cannot reach a result.
-type usageTable map[string]Usage
-
-// count adds (delta 1) or removes (delta -1) r's cost; state.put and
-// state.remove call it for every record they store or drop.
-func (u usageTable) count(r *Record, delta int) {
-	if u == nil {
-		return // a read-only clone (see state.clone)
-	}
-	cur := u[r.Tenant]
-	size := recordSize(r)
-	if delta > 0 {
-		cur.Keys++
-		cur.Bytes += size
-	} else {
-		cur.Keys--
-		cur.Bytes -= size
-	}
-	if cur.Keys == 0 {
-		delete(u, r.Tenant) // the table stays as small as the tenants with records
-		return
-	}
-	u[r.Tenant] = cur
-}
-
 // admit reports which quota storing next would exceed, given what is stored
 // under its key now (an expired record the claim replaces, or the PENDING
 // record a completion fills in). Only growth is refused: a command that
 // stores no more keys or bytes than before always passes, so a tenant over
 // a quota lowered since can still complete and release what it holds.
-func (s *state) admit(q Quota, next *Record) QuotaKind {
+func (t *tx) admit(q Quota, next *Record) QuotaKind {
 	if q == (Quota{}) {
 		return QuotaNone
 	}
-	use := s.usage[next.Tenant]
+	use := t.usageOf(next.Tenant)
 	keys, bytes := use.Keys+1, use.Bytes+recordSize(next)
-	if old, ok := s.get(next.RecordKey); ok {
+	if old, ok := t.get(next.RecordKey); ok {
 		keys, bytes = use.Keys, bytes-recordSize(old)
 	}
 	switch {
@@ -118,7 +90,7 @@ func (s *state) admit(q Quota, next *Record) QuotaKind {
 func (m *Machine) Usage(tenant string) Usage {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.st.usage[tenant]
+	return m.usage[tenant]
 }
 
 // quotaFlag is set in the type byte of an encoded Claim or Complete that

@@ -147,34 +147,52 @@ func TestQuotaRefusalLeavesHolderInCharge(t *testing.T) {
 	}
 }
 
-// recordsDump is every stored record's encoding, in the expiry index's order.
+// storedRecords is every stored record, in key order.
+func storedRecords(m *Machine) []*Record {
+	v, err := m.View()
+	if err != nil {
+		panic(err)
+	}
+	defer v.Close()
+	var out []*Record
+	v.Records(func(enc []byte) error {
+		out = append(out, mustRecord(enc, true, nil))
+		return nil
+	})
+	return out
+}
+
+// recordsDump is every stored record's encoding, in key order.
 func recordsDump(m *Machine) []byte {
 	var out []byte
-	m.st.expiry.Ascend(func(item expiring) bool {
-		out = append(out, recordBytes(item.rec)...)
-		return true
-	})
+	for _, r := range storedRecords(m) {
+		out = append(out, recordBytes(r)...)
+	}
 	return out
 }
 
 // recount walks the records and counts each tenant's usage afresh.
 func recount(m *Machine) map[string]Usage {
 	out := map[string]Usage{}
-	m.st.expiry.Ascend(func(item expiring) bool {
-		r := item.rec
+	for _, r := range storedRecords(m) {
 		u := out[r.Tenant]
 		u.Keys++
 		u.Bytes += recordSize(r)
 		out[r.Tenant] = u
-		return true
-	})
+	}
 	return out
 }
 
-// recountAgrees reports whether the machine's counters equal a recount.
+// recountAgrees reports whether the machine's counters, and the store's,
+// equal a recount.
 func recountAgrees(m *Machine) error {
-	if want := recount(m); !reflect.DeepEqual(map[string]Usage(m.st.usage), want) {
-		return fmt.Errorf("usage counters %+v, recount %+v", m.st.usage, want)
+	want := recount(m)
+	stored, err := m.store.Usages()
+	if err != nil {
+		return err
+	}
+	if !reflect.DeepEqual(m.usage, want) || !reflect.DeepEqual(stored, want) {
+		return fmt.Errorf("usage counters %+v, in the store %+v, recount %+v", m.usage, stored, want)
 	}
 	return nil
 }
@@ -182,7 +200,7 @@ func recountAgrees(m *Machine) error {
 func TestRecountCatchesDrift(t *testing.T) {
 	h := newHarness(t)
 	h.mustWin("k", "o1", at(0))
-	h.m.st.usage[testTenant] = Usage{Keys: 1, Bytes: baseSize + 1}
+	h.m.usage[testTenant] = Usage{Keys: 1, Bytes: baseSize + 1}
 	if recountAgrees(h.m) == nil {
 		t.Fatal("a drifted byte counter was not caught")
 	}

@@ -44,6 +44,18 @@ type closeTracker struct {
 
 func (c *closeTracker) Close() error { c.closed = true; return nil }
 
+// newFSM is an FSM over a fresh in-memory reference store.
+func newFSM() *FSM { return NewFSM(NewMachine()) }
+
+// syncCounter is a store that counts Sync calls and fails them with err.
+type syncCounter struct {
+	Store
+	syncs int
+	err   error
+}
+
+func (s *syncCounter) Sync() error { s.syncs++; return s.err }
+
 func applyLog(t *testing.T, f *FSM, l *raft.Log) Result {
 	t.Helper()
 	res, ok := f.Apply(l).(Result)
@@ -54,7 +66,7 @@ func applyLog(t *testing.T, f *FSM, l *raft.Log) Result {
 }
 
 func TestFSMApplyReturnsResult(t *testing.T) {
-	f := NewFSM()
+	f := newFSM()
 	res := applyLog(t, f, makeLog(1, claim("k", "o1", at(0))))
 	if res.Outcome != OutcomeWon || res.Record.Token != tok(1) {
 		t.Fatalf("claim: %+v", res)
@@ -71,16 +83,49 @@ func TestFSMApplyReturnsResult(t *testing.T) {
 	}
 }
 
-func TestFSMApplyIgnoresOtherLogTypes(t *testing.T) {
-	f := NewFSM()
+// TestFSMKeepsConfigurationsApart: a configuration entry returns nothing and
+// leaves the records and the digest alone, but the store keeps it with its
+// index, so the store alone says what Raft's latest snapshot holds.
+func TestFSMKeepsConfigurationsApart(t *testing.T) {
+	f := newFSM()
 	before := f.Digest()
-	for i, typ := range []raft.LogType{raft.LogNoop, raft.LogBarrier, raft.LogConfiguration} {
-		if res := f.Apply(&raft.Log{Index: uint64(i + 1), Type: typ, Data: []byte("not a command")}); res != nil {
-			t.Fatalf("%v entry returned %v", typ, res)
+	conf := raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{{ID: "n1", Address: "127.0.0.11:7401"}}})
+	for i, l := range []*raft.Log{{Type: raft.LogNoop}, {Type: raft.LogBarrier}, {Type: raft.LogConfiguration, Data: conf}} {
+		l.Index, l.Term = uint64(i+1), 2
+		if res := f.Apply(l); res != nil {
+			t.Fatalf("%v entry returned %v", l.Type, res)
 		}
 	}
 	if f.Digest() != before {
-		t.Fatal("a non-command entry changed the state")
+		t.Fatal("a non-command entry changed the digest")
+	}
+	if m := f.Meta(); m.ConfigIndex != 3 || !bytes.Equal(m.Config, conf) || m.Applied != 3 || m.Term != 2 {
+		t.Fatalf("meta after a configuration entry: %+v", m)
+	}
+}
+
+// TestApplySkipsEntriesTheStoreHas: after a restart the log is replayed from
+// raft's last snapshot, which may be behind the store; entries at or below
+// the store's applied index must not be applied twice on the newer state.
+func TestApplySkipsEntriesTheStoreHas(t *testing.T) {
+	f := newFSM()
+	logs := []*raft.Log{makeLog(1, claim("k", "o1", at(0))), makeLog(2, complete("k", tok(1), charged, at(1))),
+		makeLog(3, release("k", tok(1), at(2)))}
+	f.ApplyBatch(logs[:2])
+	done := f.Digest()
+	// Replaying entry 2 on a completed record would answer OK and change
+	// nothing, but a replayed claim or release must never act: entry 1's
+	// claim would be answered COMPLETED, not WON.
+	for i, res := range f.ApplyBatch(logs[:2]) {
+		if r := res.(Result); r.Outcome != OutcomeUnknown {
+			t.Fatalf("replayed entry %d applied again: %+v", i+1, r)
+		}
+	}
+	if f.Digest() != done || f.Applied() != 2 {
+		t.Fatalf("replay changed the state (applied %d)", f.Applied())
+	}
+	if res := applyLog(t, f, logs[2]); res.Outcome != OutcomeFenced {
+		t.Fatalf("the next entry after the replay: %v, want fenced (record completed)", res.Outcome)
 	}
 }
 
@@ -97,7 +142,7 @@ func TestFSMApplyPanicsOnGarbage(t *testing.T) {
 					t.Fatalf("panic %q, want one naming entry 77", msg)
 				}
 			}()
-			NewFSM().Apply(&raft.Log{Index: 77, Type: raft.LogCommand, Data: data})
+			newFSM().Apply(&raft.Log{Index: 77, Type: raft.LogCommand, Data: data})
 			t.Fatal("Apply returned on an undecodable entry")
 		})
 	}
@@ -108,7 +153,7 @@ func TestFSMApplyBatchMatchesApply(t *testing.T) {
 		makeLog(1, claim("k", "o1", at(0))), {Index: 2, Type: raft.LogNoop},
 		makeLog(3, claim("k", "o2", at(1))), makeLog(4, release("k", tok(1), at(2))),
 	}
-	a, b := NewFSM(), NewFSM()
+	a, b := newFSM(), newFSM()
 	got := a.ApplyBatch(logs)
 	for i, l := range logs {
 		want := b.Apply(l)
@@ -121,34 +166,77 @@ func TestFSMApplyBatchMatchesApply(t *testing.T) {
 	}
 }
 
-// TestFSMSnapshotPersistRestore: Snapshot captures the state at the call;
-// entries applied before Persist do not leak into it; Restore reproduces it.
-func TestFSMSnapshotPersistRestore(t *testing.T) {
-	f := NewFSM()
+// TestFSMSnapshotSyncsTheStore: a local snapshot writes nothing (the store
+// is the snapshot) but makes the store durable before the sink is closed,
+// since closing it lets raft drop the log.
+func TestFSMSnapshotSyncsTheStore(t *testing.T) {
+	st := &syncCounter{Store: NewMemStore()}
+	m, err := New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewFSM(m)
+	applyLog(t, f, makeLog(1, claim("k", "o1", at(0))))
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &fakeSink{}
+	if err := snap.Persist(sink); err != nil || !sink.closed || sink.cancelled || sink.Len() != 0 {
+		t.Fatalf("persist: %v (closed %v, cancelled %v, %d bytes)", err, sink.closed, sink.cancelled, sink.Len())
+	}
+	if st.syncs != 1 {
+		t.Fatalf("store synced %d times, want once", st.syncs)
+	}
+	snap.Release()
+}
+
+func TestFSMPersistCancelsOnError(t *testing.T) {
+	m, err := New(&syncCounter{Store: NewMemStore(), err: errDiskFull})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewFSM(m)
+	applyLog(t, f, makeLog(1, claim("k", "o1", at(0))))
+	snap, _ := f.Snapshot()
+	sink := &fakeSink{}
+	err = snap.Persist(sink)
+	if !errors.Is(err, errDiskFull) || !sink.cancelled || sink.closed {
+		t.Fatalf("persist with a failing store: %v (cancelled %v, closed %v)", err, sink.cancelled, sink.closed)
+	}
+}
+
+// TestViewRestoreRoundTrip: a view streams the state at the moment it was
+// taken, entries applied later do not leak into it, and Restore reproduces
+// it; replaying the later entries reaches the live state.
+func TestViewRestoreRoundTrip(t *testing.T) {
+	f := newFSM()
 	for i, c := range []*Command{claim("a", "o1", at(0)), complete("a", tok(1), charged, at(1)),
 		claim("b", "o2", at(2)), claimWith("c", "fp", "o3", sec, 60*sec, at(3))} {
 		applyLog(t, f, makeLog(uint64(i+1), c))
 	}
 	captured := f.Digest()
-	snap, err := f.Snapshot()
+	v, err := f.View()
 	if err != nil {
 		t.Fatal(err)
 	}
 	later := []*raft.Log{makeLog(10, release("b", tok(3), at(4))), makeLog(11, expire(10, at(120)))}
 	f.ApplyBatch(later)
-	sink := &fakeSink{}
-	if err := snap.Persist(sink); err != nil || !sink.closed || sink.cancelled {
-		t.Fatalf("persist: %v (closed %v, cancelled %v)", err, sink.closed, sink.cancelled)
+	var buf bytes.Buffer
+	if err := WriteSnapshot(&buf, v); err != nil {
+		t.Fatal(err)
 	}
-	snap.Release()
-
-	g := NewFSM()
-	rc := &closeTracker{Reader: &sink.Buffer}
+	if int64(buf.Len()) != SnapshotSize(v.Meta()) {
+		t.Fatalf("stream of %d bytes, SnapshotSize said %d", buf.Len(), SnapshotSize(v.Meta()))
+	}
+	v.Close()
+	g := newFSM()
+	rc := &closeTracker{Reader: &buf}
 	if err := g.Restore(rc); err != nil || !rc.closed {
 		t.Fatalf("restore: %v (reader closed %v)", err, rc.closed)
 	}
-	if g.Digest() != captured {
-		t.Fatal("restored digest differs from the state at Snapshot")
+	if g.Digest() != captured || g.Applied() != 4 || g.Meta().Term != 1 {
+		t.Fatalf("restored digest differs from the view, or applied %d term %d", g.Applied(), g.Meta().Term)
 	}
 	g.ApplyBatch(later) // catching up on the log reaches the leader's state
 	if g.Digest() != f.Digest() {
@@ -156,19 +244,8 @@ func TestFSMSnapshotPersistRestore(t *testing.T) {
 	}
 }
 
-func TestFSMPersistCancelsOnError(t *testing.T) {
-	f := NewFSM()
-	applyLog(t, f, makeLog(1, claim("k", "o1", at(0))))
-	snap, _ := f.Snapshot()
-	sink := &fakeSink{fail: true}
-	err := snap.Persist(sink)
-	if !errors.Is(err, errDiskFull) || !sink.cancelled || sink.closed {
-		t.Fatalf("persist to a failing sink: %v (cancelled %v, closed %v)", err, sink.cancelled, sink.closed)
-	}
-}
-
 func TestFSMRestoreErrorKeepsStateAndClosesReader(t *testing.T) {
-	f := NewFSM()
+	f := newFSM()
 	applyLog(t, f, makeLog(1, claim("k", "o1", at(0))))
 	before := f.Digest()
 	rc := &closeTracker{Reader: strings.NewReader("IDEMSNAP garbage")}
@@ -177,22 +254,26 @@ func TestFSMRestoreErrorKeepsStateAndClosesReader(t *testing.T) {
 	}
 }
 
-// TestSnapshotWhileApplying runs Persist, reads and Apply at once; with
-// -race it checks the copy-on-write view and the locks, and the persisted
-// bytes must still be exactly the state at Snapshot.
+// TestSnapshotWhileApplying streams a view while reads and applies run; with
+// -race it checks the view and the locks, and the streamed bytes must
+// still be exactly the state when the view was taken.
 func TestSnapshotWhileApplying(t *testing.T) {
-	f := NewFSM()
+	f := newFSM()
 	for i := range 2000 {
 		applyLog(t, f, makeLog(uint64(i+1), claim(fmt.Sprintf("k%04d", i), "o1", at(0))))
 	}
 	captured := f.Digest()
-	snap, _ := f.Snapshot()
+	v, err := f.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := range 2000 {
 			k := fmt.Sprintf("k%04d", i)
-			f.Apply(makeLog(uint64(3000+i), complete(k, tok(uint64(i+1)), charged, at(1))))
-			f.Apply(makeLog(uint64(6000+i), claim(k+"x", "o2", at(2))))
+			f.Apply(makeLog(uint64(3000+2*i), complete(k, tok(uint64(i+1)), charged, at(1))))
+			f.Apply(makeLog(uint64(3001+2*i), claim(k+"x", "o2", at(2))))
 		}
 	})
 	wg.Go(func() {
@@ -201,12 +282,12 @@ func TestSnapshotWhileApplying(t *testing.T) {
 			f.GetWatch(rk(fmt.Sprintf("k%04d", 1999-i)))
 		}
 	})
-	sink := &fakeSink{}
-	if err := snap.Persist(sink); err != nil {
+	var buf bytes.Buffer
+	if err := WriteSnapshot(&buf, v); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	if g := restored(t, sink.Bytes()); g.Digest() != captured {
+	if g := restored(t, buf.Bytes()); g.Digest() != captured {
 		t.Fatal("snapshot taken before concurrent applies does not hold the captured state")
 	}
 	if f.Len() != 4000 || f.Waiting() != 0 {

@@ -1,9 +1,6 @@
 package fsm
 
-import (
-	"hash/maphash"
-	"strings"
-)
+import "strings"
 
 // State is the lifecycle state of a record.
 type State uint8
@@ -48,17 +45,6 @@ func (k RecordKey) compare(o RecordKey) int {
 	}
 	return strings.Compare(k.Key, o.Key)
 }
-
-// hash is the key's hash in the key index (keyindex.go). Nothing replicated
-// or written depends on it — snapshots, digests and Expire walk the expiry
-// index — so the seed is random per process, and no tenant can pick keys
-// that share a hash on purpose; if two do, the index still tells them apart.
-func (k RecordKey) hash() uint64 { return keyHash(k) }
-
-// keyHash is a variable so that tests can make keys share a hash.
-var keyHash = func(k RecordKey) uint64 { return maphash.Comparable(keySeed, k) }
-
-var keySeed = maphash.MakeSeed()
 
 // Header is one response header line; headers are ordered and a name may repeat.
 type Header struct {

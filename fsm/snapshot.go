@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -11,52 +12,81 @@ import (
 	"io"
 )
 
-// snapshotMagic opens every snapshot stream; the version follows it.
-// Version 2 orders records as the expiry index does, by expiry time then
-// key; version 1, still read, ordered them by key.
+// Snapshot streams carry a store's records to a follower (InstallSnapshot)
+// or a backup file. Version 3, what WriteSnapshot writes:
+//
+//	"IDEMSNAP" uvarint(3) varint(now) uvarint(applied) uvarint(term) uvarint(count)
+//	count × (uvarint(len) record)       records in key order (AppendKey)
+//	Sum (32 bytes)                      the records' multiset hash
+//	CRC-32C (4 bytes, big-endian)       of every byte before it
+//
+// A record is EncodeRecord's bytes, which is also what a store keeps, so a
+// view streams its values as they are. Key order is the store's own order,
+// so writing and reading walk the store sequentially. The reader checks the
+// order (no key twice), every record, the Sum and the CRC; nothing reaches
+// the store being built unchecked, and a defect aborts the build.
+//
+// Versions 1 (records in key order) and 2 (records in (expires_at, key)
+// order, what the in-memory releases wrote) are still read, so a backup of
+// those releases restores and their data dirs migrate.
 const (
-	snapshotMagic   = "IDEMSNAP"
-	snapshotVersion = 2
-	// snapshotVersionKeyOrder is the format from before the key tree was
-	// ordered by hash; its records come in key order.
+	snapshotMagic = "IDEMSNAP"
+	// SnapshotVersion is the stream format WriteSnapshot writes.
+	SnapshotVersion = 3
+	// snapshotVersionExpiryOrder is the in-memory releases' format.
+	snapshotVersionExpiryOrder = 2
+	// snapshotVersionKeyOrder is the format before that.
 	snapshotVersionKeyOrder = 1
 	// maxSnapshotRecord bounds one encoded record (a 1 MiB body plus headers
 	// and keys fit easily), so a corrupt length cannot allocate gigabytes.
 	maxSnapshotRecord = 8 << 20
 )
 
-// WriteSnapshot streams the state: a header (magic, version, FSM time,
-// applied index, record count), each record length-prefixed in the expiry
-// index's order (expiry time, then key), then a CRC-32C of everything
-// before it. That order, not the former key tree's hash order, because records
-// are created in time order: the walk reads memory mostly in the order it
-// was allocated, and a restore appends to the expiry index instead of
-// searching it (at 1 M records, hash order took 4 s longer).
-func (s *state) writeSnapshot(w io.Writer) error {
-	crc := crc32.New(crcTable)
-	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 64<<10)
-	e := encoder{buf: make([]byte, 0, 4096)}
+// snapshotHeader returns the header of a version 3 stream of m.
+func snapshotHeader(m Meta) []byte {
+	e := encoder{buf: make([]byte, 0, 64)}
 	e.buf = append(e.buf, snapshotMagic...)
-	e.uvarint(snapshotVersion)
-	e.varint(s.now)
-	e.uvarint(s.applied)
-	e.uvarint(uint64(s.len()))
-	if _, err := bw.Write(e.buf); err != nil {
+	e.uvarint(SnapshotVersion)
+	e.varint(m.Now)
+	e.uvarint(m.Applied)
+	e.uvarint(m.Term)
+	e.uvarint(m.Records)
+	return e.buf
+}
+
+// SnapshotSize is the exact size of the stream WriteSnapshot writes of a
+// view with metadata m, known before a byte is written (Raft sends it
+// ahead of an InstallSnapshot stream).
+func SnapshotSize(m Meta) int64 {
+	return int64(len(snapshotHeader(m))) + int64(m.StreamBytes) + int64(len(m.Sum)) + crc32.Size
+}
+
+// WriteSnapshot streams v in the current format.
+func WriteSnapshot(w io.Writer, v View) error {
+	m := v.Meta()
+	crc := crc32.New(crcTable)
+	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)
+	if _, err := bw.Write(snapshotHeader(m)); err != nil {
 		return fmt.Errorf("write snapshot header: %w", err)
 	}
-	var werr error
-	var rec encoder
-	s.expiry.Ascend(func(item expiring) bool {
-		rec.buf = rec.buf[:0]
-		rec.record(item.rec)
-		e.buf = binary.AppendUvarint(e.buf[:0], uint64(len(rec.buf)))
-		if _, werr = bw.Write(e.buf); werr == nil {
-			_, werr = bw.Write(rec.buf)
+	var count uint64
+	var prefix [binary.MaxVarintLen64]byte
+	err := v.Records(func(enc []byte) error {
+		count++
+		if _, err := bw.Write(prefix[:binary.PutUvarint(prefix[:], uint64(len(enc)))]); err != nil {
+			return err
 		}
-		return werr == nil
+		_, err := bw.Write(enc)
+		return err
 	})
-	if werr != nil {
-		return fmt.Errorf("write snapshot record: %w", werr)
+	if err != nil {
+		return fmt.Errorf("write snapshot record: %w", err)
+	}
+	if count != m.Records {
+		return fmt.Errorf("write snapshot: the store holds %d records, its metadata says %d", count, m.Records)
+	}
+	if _, err := bw.Write(m.Sum[:]); err != nil {
+		return fmt.Errorf("write snapshot sum: %w", err)
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("flush snapshot: %w", err)
@@ -67,93 +97,201 @@ func (s *state) writeSnapshot(w io.Writer) error {
 	return nil
 }
 
-// readSnapshot builds a fresh state from a stream written by writeSnapshot.
-// Any defect (truncation, bad checksum, unsorted or duplicate keys) is an
-// error, never a panic and never a partial state.
-func readSnapshot(r io.Reader) (*state, error) {
+// SnapshotInfo describes a stream ReadSnapshot read.
+type SnapshotInfo struct {
+	// Meta is the metadata of the store built (as Finish was given it).
+	Meta Meta
+	// Version is the stream's format version.
+	Version int
+	// LegacyDigest is, for a version 2 stream, the digest the release
+	// that wrote it showed (digest version 1), so a backup taken before the
+	// upgrade can be compared with what that release reported.
+	LegacyDigest string
+}
+
+// ReadSnapshot reads a stream into b and finishes it. base gives what the
+// stream does not carry: the Raft configuration, and the term for version
+// 1 and 2 streams. Any defect (truncation, a bad checksum or Sum, records
+// out of order or twice) is an error, never a panic; the caller aborts b.
+func ReadSnapshot(r io.Reader, b Builder, base Meta) (SnapshotInfo, error) {
 	crc := crc32.New(crcTable)
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := bufio.NewReaderSize(r, 256<<10)
 	tee := &hashingReader{r: br, h: crc}
 	magic := make([]byte, len(snapshotMagic))
 	if _, err := io.ReadFull(tee, magic); err != nil || string(magic) != snapshotMagic {
-		return nil, fmt.Errorf("%w: not an idemnode snapshot", ErrMalformed)
+		return SnapshotInfo{}, fmt.Errorf("%w: not an idemnode snapshot", ErrMalformed)
 	}
 	version, err := binary.ReadUvarint(tee)
-	if err != nil || (version != snapshotVersion && version != snapshotVersionKeyOrder) {
-		return nil, fmt.Errorf("%w: snapshot version %d (err %v)", ErrMalformed, version, err)
+	if err != nil || version < snapshotVersionKeyOrder || version > SnapshotVersion {
+		return SnapshotInfo{}, fmt.Errorf("%w: snapshot version %d (err %v)", ErrMalformed, version, err)
 	}
-	inOrder := func(prev, next *Record) bool {
-		return lessExpiring(expiring{at: prev.ExpiresAt, rec: prev}, expiring{at: next.ExpiresAt, rec: next})
-	}
-	if version == snapshotVersionKeyOrder {
-		inOrder = func(prev, next *Record) bool { return prev.RecordKey.compare(next.RecordKey) < 0 }
-	}
-	now, err := binary.ReadVarint(tee)
+	hdr, err := readHeader(tee, int(version))
 	if err != nil {
-		return nil, fmt.Errorf("read snapshot time: %w", ErrTruncated)
+		return SnapshotInfo{}, err
 	}
-	applied, err := binary.ReadUvarint(tee)
-	if err != nil {
-		return nil, fmt.Errorf("read snapshot applied index: %w", ErrTruncated)
+	meta := Meta{Applied: hdr.applied, Term: base.Term, Now: hdr.now, ConfigIndex: base.ConfigIndex, Config: base.Config}
+	if version == SnapshotVersion {
+		meta.Term = hdr.term
 	}
-	count, err := binary.ReadUvarint(tee)
-	if err != nil {
-		return nil, fmt.Errorf("read snapshot count: %w", ErrTruncated)
+	if meta.ConfigIndex == 0 && len(meta.Config) > 0 {
+		meta.ConfigIndex = meta.Applied // a configuration given without an index holds as of the snapshot
 	}
-	// count is not trusted until the checksum is: it only caps how much
-	// is reserved up front.
-	recs := make([]*Record, 0, min(count, 1<<16))
-	var buf []byte
-	for i := uint64(0); i < count; i++ {
-		rec, err := readRecord(tee, &buf)
-		if err != nil {
-			return nil, fmt.Errorf("snapshot record %d of %d: %w", i, count, err)
+	ld := newLoad(b, int(version), hdr)
+	if err := ld.records(tee, hdr.count, &meta); err != nil {
+		return SnapshotInfo{}, err
+	}
+	if version == SnapshotVersion {
+		var sum Sum
+		if _, err := io.ReadFull(tee, sum[:]); err != nil {
+			return SnapshotInfo{}, fmt.Errorf("read snapshot sum: %w", ErrTruncated)
 		}
-		if i > 0 && !inOrder(recs[i-1], rec) {
-			return nil, fmt.Errorf("%w: snapshot records out of order at %d", ErrMalformed, i)
+		if sum != meta.Sum {
+			return SnapshotInfo{}, fmt.Errorf("%w: the records do not add up to the snapshot's sum", ErrChecksum)
 		}
-		recs = append(recs, rec)
 	}
 	want := crc.Sum(nil)
 	got := make([]byte, len(want))
 	if _, err := io.ReadFull(br, got); err != nil {
-		return nil, fmt.Errorf("read snapshot checksum: %w", ErrTruncated)
+		return SnapshotInfo{}, fmt.Errorf("read snapshot checksum: %w", ErrTruncated)
 	}
-	if string(got) != string(want) {
-		return nil, ErrChecksum
+	if !bytes.Equal(got, want) {
+		return SnapshotInfo{}, ErrChecksum
 	}
 	if _, err := br.ReadByte(); err != io.EOF {
-		return nil, fmt.Errorf("%w: bytes after snapshot checksum", ErrMalformed)
+		return SnapshotInfo{}, fmt.Errorf("%w: bytes after snapshot checksum", ErrMalformed)
 	}
-	s := newState()
-	s.now, s.applied = now, applied
-	if err := s.load(recs); err != nil {
-		return nil, err
+	if err := b.Finish(meta, ld.usage); err != nil {
+		return SnapshotInfo{}, fmt.Errorf("finish restored store: %w", err)
 	}
-	return s, nil
+	info := SnapshotInfo{Meta: meta, Version: int(version)}
+	if ld.legacy != nil {
+		info.LegacyDigest = hex.EncodeToString(ld.legacy.Sum(nil))
+	}
+	return info, nil
 }
 
-func readRecord(r *hashingReader, buf *[]byte) (*Record, error) {
+type snapshotHeaderFields struct {
+	now                  int64
+	applied, term, count uint64
+}
+
+func readHeader(r *hashingReader, version int) (snapshotHeaderFields, error) {
+	var h snapshotHeaderFields
+	var err error
+	if h.now, err = binary.ReadVarint(r); err != nil {
+		return h, fmt.Errorf("read snapshot time: %w", ErrTruncated)
+	}
+	if h.applied, err = binary.ReadUvarint(r); err != nil {
+		return h, fmt.Errorf("read snapshot applied index: %w", ErrTruncated)
+	}
+	if version == SnapshotVersion {
+		if h.term, err = binary.ReadUvarint(r); err != nil {
+			return h, fmt.Errorf("read snapshot term: %w", ErrTruncated)
+		}
+	}
+	if h.count, err = binary.ReadUvarint(r); err != nil {
+		return h, fmt.Errorf("read snapshot count: %w", ErrTruncated)
+	}
+	return h, nil
+}
+
+// load feeds a stream's records to a builder, checking their order and
+// counting what the store's metadata and usage hold.
+type load struct {
+	b       Builder
+	version int
+	usage   map[string]Usage
+	// legacy hashes a version 2 stream as the old digest did.
+	legacy  hash.Hash
+	prevKey []byte
+	prev    *Record
+}
+
+func newLoad(b Builder, version int, hdr snapshotHeaderFields) *load {
+	ld := &load{b: b, version: version, usage: map[string]Usage{}}
+	if version == snapshotVersionExpiryOrder {
+		ld.legacy = sha256.New()
+		var e encoder
+		e.varint(hdr.now)
+		e.uvarint(hdr.count)
+		ld.legacy.Write(e.buf)
+	}
+	return ld
+}
+
+func (ld *load) records(r *hashingReader, count uint64, meta *Meta) error {
+	var buf []byte
+	for i := uint64(0); i < count; i++ {
+		enc, rec, err := readRecord(r, &buf)
+		if err != nil {
+			return fmt.Errorf("snapshot record %d of %d: %w", i, count, err)
+		}
+		key := EncodeKey(rec.RecordKey)
+		if err := ld.check(i, key, rec); err != nil {
+			return err
+		}
+		if err := ld.b.Put(key, enc, rec.ExpiresAt); err != nil {
+			return fmt.Errorf("store snapshot record %d: %w", i, err)
+		}
+		meta.account(rec, enc, 1)
+		u := ld.usage[rec.Tenant]
+		u.Keys++
+		u.Bytes += recordSize(rec)
+		ld.usage[rec.Tenant] = u
+		if ld.legacy != nil {
+			ld.legacy.Write(enc)
+		}
+		ld.prevKey, ld.prev = key, rec
+	}
+	return nil
+}
+
+// check refuses a record out of the stream's order; in a version 2 stream,
+// ordered by expiry, a key given twice is found by asking the builder.
+func (ld *load) check(i uint64, key []byte, rec *Record) error {
+	if i == 0 && ld.version != snapshotVersionExpiryOrder {
+		return nil
+	}
+	if ld.version != snapshotVersionExpiryOrder {
+		if bytes.Compare(ld.prevKey, key) >= 0 {
+			return fmt.Errorf("%w: snapshot records out of order at %d", ErrMalformed, i)
+		}
+		return nil
+	}
+	if i > 0 && !lessExpiry(ld.prev, rec) {
+		return fmt.Errorf("%w: snapshot records out of order at %d", ErrMalformed, i)
+	}
+	dup, err := ld.b.Has(key)
+	if err != nil {
+		return fmt.Errorf("snapshot record %d: %w", i, err)
+	}
+	if dup {
+		return fmt.Errorf("%w: key %q/%q/%q stored twice", ErrMalformed, rec.Tenant, rec.Scope, rec.Key)
+	}
+	return nil
+}
+
+// readRecord reads one length-prefixed record; enc aliases *buf.
+func readRecord(r *hashingReader, buf *[]byte) ([]byte, *Record, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
-		return nil, ErrTruncated
+		return nil, nil, ErrTruncated
 	}
 	if n > maxSnapshotRecord {
-		return nil, fmt.Errorf("%w: record of %d bytes", ErrMalformed, n)
+		return nil, nil, fmt.Errorf("%w: record of %d bytes", ErrMalformed, n)
 	}
 	if uint64(cap(*buf)) < n {
 		*buf = make([]byte, n)
 	}
 	b := (*buf)[:n]
 	if _, err := io.ReadFull(r, b); err != nil {
-		return nil, ErrTruncated
+		return nil, nil, ErrTruncated
 	}
-	d := decoder{buf: b}
-	rec := d.record()
-	if err := d.finish(); err != nil {
-		return nil, err
+	rec, err := DecodeRecord(b)
+	if err != nil {
+		return nil, nil, err
 	}
-	return rec, nil
+	return b, rec, nil
 }
 
 // hashingReader feeds every byte it reads to h; it is a ByteReader so the
@@ -177,53 +315,48 @@ func (t *hashingReader) ReadByte() (byte, error) {
 	return b, err
 }
 
-// digest is a SHA-256 over FSM time and every record in the snapshot's
-// order. Two nodes that applied the same log have the same digest.
-func (s *state) digest() string {
-	h := sha256.New()
-	var e encoder
-	e.varint(s.now)
-	e.uvarint(uint64(s.len()))
-	h.Write(e.buf)
-	s.expiry.Ascend(func(item expiring) bool {
-		e.buf = e.buf[:0]
-		e.record(item.rec)
-		h.Write(e.buf)
-		return true
-	})
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// Digest returns the state digest (hex SHA-256) as of the last applied command.
-func (m *Machine) Digest() string { return m.view().digest() }
-
-// DigestAt returns the applied index and the digest of the state at that
-// index, taken from one consistent view.
-func (m *Machine) DigestAt() (uint64, string) {
-	v := m.view()
-	return v.applied, v.digest()
-}
-
 // Backup writes the current state to w in the snapshot format and returns
-// the applied index and digest of exactly that state.
-func (m *Machine) Backup(w io.Writer) (applied uint64, digest string, records int, err error) {
-	v := m.view()
-	if err := v.writeSnapshot(w); err != nil {
-		return 0, "", 0, err
+// the metadata of exactly the state written.
+func (m *Machine) Backup(w io.Writer) (Meta, error) {
+	v, err := m.View()
+	if err != nil {
+		return Meta{}, fmt.Errorf("open a view: %w", err)
 	}
-	return v.applied, v.digest(), v.len(), nil
+	defer v.Close()
+	if err := WriteSnapshot(w, v); err != nil {
+		return Meta{}, err
+	}
+	return v.Meta(), nil
 }
 
 // WriteSnapshot writes the current state to w in the snapshot format.
-func (m *Machine) WriteSnapshot(w io.Writer) error { return m.view().writeSnapshot(w) }
-
-// Restore replaces the whole state with the snapshot read from r. On error
-// the state is unchanged.
-func (m *Machine) Restore(r io.Reader) error {
-	s, err := readSnapshot(r)
-	if err != nil {
-		return fmt.Errorf("restore snapshot: %w", err)
-	}
-	m.swap(s)
-	return nil
+func (m *Machine) WriteSnapshot(w io.Writer) error {
+	_, err := m.Backup(w)
+	return err
 }
+
+// Restore replaces the whole state with the snapshot read from r, built in
+// a fresh store. The Raft configuration and term the stream lacks are
+// kept from the current state. On error the state is unchanged.
+func (m *Machine) Restore(r io.Reader) error {
+	_, err := m.RestoreWith(r, m.Meta())
+	return err
+}
+
+// RestoreWith is Restore with the configuration and term (for version 1
+// and 2 streams) taken from base.
+func (m *Machine) RestoreWith(r io.Reader, base Meta) (SnapshotInfo, error) {
+	b, err := m.NewBuilder()
+	if err != nil {
+		return SnapshotInfo{}, fmt.Errorf("restore snapshot: %w", err)
+	}
+	info, err := ReadSnapshot(r, b, base)
+	if err != nil {
+		b.Abort()
+		return SnapshotInfo{}, fmt.Errorf("restore snapshot: %w", err)
+	}
+	return info, m.Install(b)
+}
+
+// Digest of a Meta, for callers holding one (a backup's).
+func (m Meta) Digest() string { return m.digest() }

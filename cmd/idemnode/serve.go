@@ -19,9 +19,12 @@ import (
 
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/rpc"
+	"github.com/idemnode/idemnode/store"
 )
 
 type serveFlags struct {
+	cacheSize         int64
+	memtableSize      int64
 	nodeID            string
 	dataDir           string
 	grpcAddr          string
@@ -85,6 +88,10 @@ func newServeCmd() *cobra.Command {
 	fl.DurationVar(&f.expiryInterval, "expiry-interval", time.Second, "how often the leader expires records past their TTL")
 	fl.Uint64Var(&f.snapshotThreshold, "snapshot-threshold", 8192, "log entries between snapshots")
 	fl.DurationVar(&f.snapshotInterval, "snapshot-interval", 2*time.Minute, "how often to check whether to snapshot")
+	fl.Var(newByteSize(&f.cacheSize, store.DefaultCacheSize), "cache-size",
+		"the store's block cache (e.g. 128MiB); with the memtables it bounds the node's memory, whatever it stores")
+	fl.Var(newByteSize(&f.memtableSize, store.DefaultMemTableSize), "memtable-size",
+		"one of the store's (at most two) memtables (e.g. 32MiB)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.DurationVar(&f.diskStallTimeout, "disk-stall-timeout", 20*time.Second,
@@ -189,6 +196,9 @@ func serve(ctx context.Context, f serveFlags) error {
 		LogJSON:            f.logFormat == "json",
 		DiskStallTimeout:   f.diskStallTimeout,
 		FaultDiskStallFile: f.faultStallFile,
+		FaultAppliedAhead:  f.faultBug == cluster.BugAppliedAhead,
+		StoreCacheSize:     f.cacheSize,
+		StoreMemTableSize:  uint64(f.memtableSize),
 		Logger:             log,
 		Metrics:            reg,
 	})
@@ -201,7 +211,9 @@ func serve(ctx context.Context, f serveFlags) error {
 	apiMetrics := rpc.NewMetrics(reg)
 	opts := []rpc.Option{rpc.WithForwardSource(grpcLn.Addr().(*net.TCPAddr).IP), rpc.WithMetrics(apiMetrics, reg)}
 	opts = append(opts, sec.rpcOptions(f.auth.enabled)...)
-	if f.faultBug != "" {
+	if f.faultBug == cluster.BugAppliedAhead {
+		log.Warn("FAULT INJECTION: planted bug enabled; this node is deliberately incorrect", "bug", f.faultBug)
+	} else if f.faultBug != "" {
 		bug, err := rpc.WithPlantedBug(f.faultBug)
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -25,6 +26,9 @@ type backupView struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	Digest       string `json:"digest"`
 	Records      int    `json:"records"`
+	// LegacyDigest is set when restoring a backup of an in-memory release:
+	// the digest (version 1) that release showed, to compare with it.
+	LegacyDigest string `json:"digest_v1,omitempty"`
 }
 
 func newSnapshotCmd() *cobra.Command {
@@ -129,17 +133,18 @@ func newSnapshotRestoreCmd() *cobra.Command {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o must be text or json, got %q", output)
 			}
-			b, err := os.ReadFile(args[0])
+			f, err := os.Open(args[0])
 			if err != nil {
 				return fmt.Errorf("read backup: %w", err)
 			}
-			info, err := cluster.RestoreBackup(dataDir, nodeID, raftAddr, b)
+			defer f.Close()
+			info, err := cluster.RestoreBackup(dataDir, nodeID, raftAddr, bufio.NewReaderSize(f, 1<<20))
 			if err != nil {
 				return fmt.Errorf("restore %s: %w", args[0], err)
 			}
 			c := clientFlags{output: output}
 			return c.print(backupView{File: args[0], Bytes: info.Bytes, SHA256: info.SHA256, AppliedIndex: info.Applied,
-				Digest: info.Digest, Records: info.Records}, idempb.Outcome_OUTCOME_OK)
+				Digest: info.Digest, Records: info.Records, LegacyDigest: info.LegacyDigest}, idempb.Outcome_OUTCOME_OK)
 		},
 	}
 	fl := cmd.Flags()

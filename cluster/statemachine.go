@@ -1,0 +1,155 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/idemnode/idemnode/fsm"
+	"github.com/idemnode/idemnode/store"
+)
+
+// The state machine's records live in a Pebble store under <data>/fsm
+// (store/DESIGN.md). Raft's snapshots are that store (snapstore.go).
+const (
+	storeDir = "fsm"
+	// legacySnapshotDir held the full snapshots of the in-memory releases.
+	legacySnapshotDir = "snapshots"
+)
+
+// exitStore is the exit code of a node whose store failed a read or write:
+// the same as a failed log write, since the disk is at fault either way.
+const exitStore = exitLogWrite
+
+// openMachine opens the node's store and the Machine over it. A data dir of
+// an in-memory release (full snapshots and a log, no store) is migrated
+// first: raft will not restore its snapshot (the node starts raft with
+// NoSnapshotRestoreOnStart, and the store is raft's snapshot from now on),
+// so the newest one is loaded into a new store here, and raft then replays
+// the log after it.
+func openMachine(cfg Config, log *slog.Logger) (*fsm.Machine, error) {
+	dir := filepath.Join(cfg.DataDir, storeDir)
+	migrate := !store.Exists(dir)
+	s, err := store.Open(dir, store.Options{
+		CacheSize: cfg.StoreCacheSize, MemTableSize: cfg.StoreMemTableSize,
+		Fatal: func(err error) {
+			log.Error("the store failed: stopping (restart the node; if it fails again, wipe its data dir and rejoin)", "err", err)
+			cfg.exit(exitStore)
+		},
+	})
+	if err != nil {
+		return nil, storeError(dir, err)
+	}
+	var st fsm.Store = s
+	if cfg.FaultAppliedAhead {
+		st = &appliedAheadStore{Store: st, path: filepath.Join(cfg.DataDir, appliedAheadFile)}
+	}
+	m, err := fsm.New(st)
+	if err != nil {
+		s.Close()
+		return nil, storeError(dir, err)
+	}
+	if migrate {
+		err = migrateLegacySnapshot(cfg.DataDir, m, log)
+	} else {
+		err = os.RemoveAll(filepath.Join(cfg.DataDir, legacySnapshotDir)) // a migration a crash cut short after its store was in place
+	}
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func storeError(dir string, err error) error {
+	if errors.Is(err, store.ErrCorrupt) {
+		return fmt.Errorf("the store in %s is %w: %w; %s", dir, ErrCorrupt, err, rejoinHint)
+	}
+	return fmt.Errorf("open the store in %s: %w", dir, err)
+}
+
+// migrateLegacySnapshot loads the newest full snapshot of an in-memory
+// release into the new store, with the term and configuration raft recorded
+// beside it, then removes the old snapshots (only once the store holding
+// them is durable, so a crash before that redoes the migration).
+func migrateLegacySnapshot(dataDir string, m *fsm.Machine, log *slog.Logger) error {
+	dir := filepath.Join(dataDir, legacySnapshotDir)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := checkSnapshotMetas(dir); err != nil {
+		return err
+	}
+	snaps, err := raft.NewFileSnapshotStore(dataDir, 1, io.Discard)
+	if err != nil {
+		return fmt.Errorf("open the snapshots to migrate: %w", err)
+	}
+	list, err := snaps.List()
+	if err != nil {
+		return fmt.Errorf("list the snapshots to migrate: %w", err)
+	}
+	if len(list) > 0 {
+		start := time.Now()
+		newest := list[0]
+		meta, rc, err := snaps.Open(newest.ID)
+		if err != nil {
+			return corruptSnapshot(newest.ID, err)
+		}
+		base := fsm.Meta{Term: meta.Term, ConfigIndex: meta.ConfigurationIndex, Config: raft.EncodeConfiguration(meta.Configuration)}
+		info, err := m.RestoreWith(rc, base)
+		rc.Close()
+		if err != nil {
+			return corruptSnapshot(newest.ID, err)
+		}
+		log.Info("migrated the newest snapshot of an in-memory release into the store", "id", newest.ID,
+			"index", info.Meta.Applied, "records", info.Meta.Records, "digest_v1", info.LegacyDigest,
+			"took", time.Since(start).Round(time.Millisecond))
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove the migrated snapshots: %w", err)
+	}
+	return syncDir(dataDir)
+}
+
+// BugAppliedAhead names the planted store bug (Config.FaultAppliedAhead)
+// for `serve --fault-bug`.
+const BugAppliedAhead = "applied-ahead"
+
+// appliedAheadFile is where the planted bug applied-ahead keeps its index.
+const appliedAheadFile = "applied-ahead.bug"
+
+// appliedAheadStore plants a bug for the jepsen self-test
+// (Config.FaultAppliedAhead): it writes each commit's applied index to a
+// file of its own (which survives kill -9 in the page cache) and at open
+// claims that index, while the records of those commits were never made
+// durable. Entries up to the claimed index are then skipped on replay: a
+// crash of every node loses acknowledged writes, which jepsen must catch.
+type appliedAheadStore struct {
+	fsm.Store
+	path string
+}
+
+func (s *appliedAheadStore) Commit(c *fsm.Changes) error {
+	if err := s.Store.Commit(c); err != nil {
+		return err
+	}
+	b := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, c.Meta.Applied), c.Meta.Term)
+	return os.WriteFile(s.path, b, 0o600)
+}
+
+func (s *appliedAheadStore) Meta() fsm.Meta {
+	m := s.Store.Meta()
+	if b, err := os.ReadFile(s.path); err == nil && len(b) == 16 {
+		if claimed := binary.BigEndian.Uint64(b); claimed > m.Applied {
+			m.Applied, m.Term = claimed, binary.BigEndian.Uint64(b[8:])
+		}
+	}
+	return m
+}

@@ -1,0 +1,194 @@
+package cluster_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/fsm"
+)
+
+// storedSolo builds a one-node data dir with a snapshot (the store made
+// durable, the log compacted past its start) and entries after it, and
+// returns its config, digest and record count, closed.
+func storedSolo(t *testing.T, ip string) (cluster.Config, string, int) {
+	t.Helper()
+	cfg := soloConfig(t.TempDir(), ip)
+	cfg.TrailingLogs = 8 // compaction leaves only 8 entries before the snapshot
+	n := openSolo(t, cfg)
+	ctx := ctxFor(t, 30*time.Second)
+	write := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := put(ctx, n, fmt.Sprintf("k%d", i), []byte(fmt.Sprintf("body %d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(0, 20)
+	if err := n.Raft().Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	write(20, 25)
+	digest, records := n.Machine().Digest(), n.Machine().Len()
+	n.Close()
+	return cfg, digest, records
+}
+
+// storeDB opens the data dir's current Pebble database directly, to damage it.
+func storeDB(t *testing.T, dataDir string) *pebble.DB {
+	t.Helper()
+	cur, err := os.ReadFile(filepath.Join(dataDir, "fsm", "CURRENT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := pebble.Open(filepath.Join(dataDir, "fsm", strings.TrimSpace(string(cur))), &pebble.Options{DisableWAL: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func setKey(t *testing.T, dataDir string, key, value []byte) {
+	t.Helper()
+	db := storeDB(t, dataDir)
+	if err := db.Set(key, value, pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+}
+
+// TestOpenRefusesDamagedStore damages copies of a data dir. Every copy
+// must refuse to start with ErrCorrupt and the remedy: none may start from
+// an empty state or from metadata it cannot read. The undamaged copy
+// starts with the full state, replaying the log after the store.
+func TestOpenRefusesDamagedStore(t *testing.T) {
+	t.Parallel()
+	cfg, digest, records := storedSolo(t, "127.0.110.5")
+	damages := map[string]func(dir string){
+		"CURRENT unreadable":  func(dir string) { writeFile(t, filepath.Join(dir, "fsm", "CURRENT"), []byte("../elsewhere\n")) },
+		"metadata unreadable": func(dir string) { setKey(t, dir, []byte("m"), []byte{9, 9, 9}) },
+		"format of another release": func(dir string) {
+			setKey(t, dir, []byte("f"), binary.AppendUvarint(nil, 99))
+		},
+		"store removed": func(dir string) {
+			if err := os.RemoveAll(filepath.Join(dir, "fsm")); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	for name, damage := range damages {
+		t.Run(name, func(t *testing.T) {
+			c := cfg
+			c.DataDir = copyDir(t, cfg.DataDir)
+			damage(c.DataDir)
+			_, err := cluster.Open(c)
+			if !errors.Is(err, cluster.ErrCorrupt) || !strings.Contains(err.Error(), "wipe the data dir and rejoin") {
+				t.Fatalf("open: %v; want ErrCorrupt with the remedy", err)
+			}
+			t.Log(err)
+		})
+	}
+	t.Run("undamaged", func(t *testing.T) {
+		c := cfg
+		c.DataDir = copyDir(t, cfg.DataDir)
+		again := openSolo(t, c)
+		if again.Machine().Len() != records || again.Machine().Digest() != digest {
+			t.Fatalf("reopened with %d records (want %d), digest equal: %v", again.Machine().Len(), records,
+				again.Machine().Digest() == digest)
+		}
+	})
+}
+
+// TestBadBlockStopsTheNode: Pebble checks a block's checksum when it reads
+// the block, not at open, so a damaged table opens fine; the first read of
+// the damaged block must stop the node with exit code 3, never answer as
+// if the record were absent.
+func TestBadBlockStopsTheNode(t *testing.T) {
+	t.Parallel()
+	cfg, _, _ := storedSolo(t, "127.0.110.6")
+	c := cfg
+	c.DataDir = copyDir(t, cfg.DataDir)
+	tables, _ := filepath.Glob(filepath.Join(c.DataDir, "fsm", "store-*", "*.sst"))
+	if len(tables) == 0 {
+		t.Fatal("no table files to damage")
+	}
+	for _, tbl := range tables {
+		flipMiddle(t, tbl)
+	}
+	var mu sync.Mutex
+	var codes []int
+	c = cluster.WithExitHook(c, func(code int) { mu.Lock(); codes = append(codes, code); mu.Unlock() })
+	// The damaged block may hold the store's metadata, read at open, or
+	// only records, read later: either read must stop the node.
+	if n, err := cluster.Open(c); err == nil {
+		defer n.Close()
+		func() {
+			defer func() { recover() }() // with the exit hook the node goes on, and the state machine panics
+			for i := range 25 {
+				n.Machine().Get(fsm.RecordKey{Tenant: "t1", Scope: "POST /v1", Key: fmt.Sprintf("k%d", i)})
+			}
+		}()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(codes) == 0 || codes[0] != 3 {
+		t.Fatalf("exit codes %v after reading a damaged block, want 3", codes)
+	}
+}
+
+// flipMiddle inverts a few bytes in the middle of a file (inside a data block).
+func flipMiddle(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(b)/3 - 4; i < len(b)/3+4; i++ {
+		b[i] ^= 0xff
+	}
+	writeFile(t, path, b)
+}
+
+func writeFile(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyDir copies the tree at src into a new temporary directory.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}

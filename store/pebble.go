@@ -1,0 +1,433 @@
+// Package store keeps the state machine's records on disk in Pebble: the
+// production implementation of fsm.Store. It knows keys and encodings,
+// never outcomes. See DESIGN.md for the layout and the durability rules.
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/idemnode/idemnode/fsm"
+)
+
+// Defaults bound a node's memory whatever it stores: the block cache, and
+// memtables (at most two are held while one is flushed).
+const (
+	DefaultCacheSize    = 128 << 20
+	DefaultMemTableSize = 32 << 20
+)
+
+// Options configure a store.
+type Options struct {
+	// CacheSize is the block cache in bytes (DefaultCacheSize when 0).
+	CacheSize int64
+	// MemTableSize is one memtable in bytes (DefaultMemTableSize when 0).
+	MemTableSize uint64
+	// Fatal is called with an error the store cannot go on after: a damaged
+	// block found on a read, a failed write. The node exits there (code 3),
+	// never serving a damaged store as if the record were absent. nil
+	// panics.
+	Fatal func(error)
+	// FS is the file system (tests use a crashable in-memory one); nil is the disk.
+	FS vfs.FS
+	// Logger receives Pebble's own log lines; nil discards them.
+	Logger pebble.Logger
+}
+
+// Store is the Pebble fsm.Store.
+type Store struct {
+	root  string // the fsm dir holding CURRENT and the store dirs
+	name  string // this store's dir under root
+	opts  Options
+	db    *pebble.DB
+	cache *pebble.Cache
+	// refs counts the store's owner and its open views; the last release
+	// closes the database, so a swap never pulls it from under a view.
+	refs atomic.Int32
+
+	// brk trips at the first fatal error: a Sync or Close waiting for a
+	// flush that will never finish (the disk refuses it, and Pebble
+	// retries it forever) returns instead.
+	brk *breaker
+
+	// mu guards meta and expLow.
+	mu   sync.Mutex
+	meta fsm.Meta
+	// expLow is at or below every expiry key stored: Due and NextExpiry
+	// start there, past the delete markers earlier Expires left, which
+	// Pebble would otherwise step over one by one until compaction drops
+	// them (a queue's classic cost in an LSM).
+	expLow []byte
+}
+
+var _ fsm.Store = (*Store)(nil)
+
+func (o Options) withDefaults() Options {
+	if o.CacheSize <= 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.Fatal == nil {
+		o.Fatal = func(err error) { panic(err) }
+	}
+	if o.Logger == nil {
+		o.Logger = quietLogger{}
+	}
+	return o
+}
+
+// pebbleOptions: the store applies without Pebble's WAL, since the Raft log
+// already holds every entry (DESIGN.md); Bloom filters on every level,
+// since most lookups are of a fresh key that is nowhere.
+func (o Options) pebbleOptions(cache *pebble.Cache, brk *breaker) *pebble.Options {
+	po := &pebble.Options{
+		FS:           o.FS,
+		Cache:        cache,
+		MemTableSize: o.MemTableSize,
+		DisableWAL:   true,
+		Logger:       o.Logger,
+		// A flush or compaction that fails (a full disk, an I/O error) is
+		// retried by Pebble forever, and a block whose checksum fails would
+		// be logged as fatal: the node stops either way, with exit code 3.
+		EventListener: &pebble.EventListener{
+			BackgroundError: func(err error) { brk.fail("background flush or compaction", err) },
+			DataCorruption: func(info pebble.DataCorruptionInfo) {
+				brk.fail("read "+info.Path, fmt.Errorf("%w: %w", ErrCorrupt, info.Details))
+			},
+		},
+	}
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	po.EnsureDefaults()
+	return po
+}
+
+// openDB opens (creating when absent) the Pebble database in dir and
+// checks its format.
+func openDB(dir string, o Options, cache *pebble.Cache, brk *breaker) (*pebble.DB, error) {
+	db, err := pebble.Open(dir, o.pebbleOptions(cache, brk))
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	if err := checkFormat(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	return db, nil
+}
+
+// checkFormat writes the format version into a new database and refuses
+// one written in another.
+func checkFormat(db *pebble.DB) error {
+	v, closer, err := db.Get(formatKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		var b [binary.MaxVarintLen64]byte
+		return db.Set(formatKey, b[:binary.PutUvarint(b[:], FormatVersion)], pebble.NoSync)
+	}
+	if err != nil {
+		return fmt.Errorf("read format version: %w", err)
+	}
+	defer closer.Close()
+	if got, n := binary.Uvarint(v); n <= 0 || got != FormatVersion {
+		return fmt.Errorf("%w: format version %x, this release reads %d", ErrCorrupt, v, FormatVersion)
+	}
+	return nil
+}
+
+// ErrCorrupt marks a store that cannot be trusted: its metadata or format
+// does not read back.
+var ErrCorrupt = errors.New("store is corrupt")
+
+// newStore wraps an open database, loading its metadata.
+func newStore(root, name string, o Options, db *pebble.DB, cache *pebble.Cache, brk *breaker) (*Store, error) {
+	s := &Store{root: root, name: name, opts: o, db: db, cache: cache, expLow: []byte{prefixExpiry}, brk: brk}
+	s.refs.Store(1)
+	v, closer, err := db.Get(metaKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		return s, nil // a new store: zero Meta
+	case err != nil:
+		return nil, fmt.Errorf("read store metadata: %w", err)
+	}
+	defer closer.Close()
+	if err := s.meta.UnmarshalBinary(v); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return s, nil
+}
+
+// fail reports err to Fatal and returns it, for a caller that cannot go on.
+func (s *Store) fail(what string, err error) error { return s.brk.fail(what, err) }
+
+// breaker stops a database's users at its first fatal error.
+type breaker struct {
+	fatal  func(error)
+	broken chan struct{}
+	once   sync.Once
+}
+
+func newBreaker(fatal func(error)) *breaker {
+	return &breaker{fatal: fatal, broken: make(chan struct{})}
+}
+
+// fail trips the breaker, reports err to Fatal and returns it.
+func (b *breaker) fail(what string, err error) error {
+	err = fmt.Errorf("store: %s: %w", what, err)
+	b.once.Do(func() { close(b.broken) })
+	b.fatal(err)
+	return err
+}
+
+// errBroken answers a Sync or Close after a fatal error.
+var errBroken = errors.New("store: stopped after a fatal error")
+
+// Get returns the encoded record under key.
+func (s *Store) Get(key []byte) ([]byte, bool, error) {
+	return get(s.db, recordKey(key), s.fail)
+}
+
+// reader is what Get needs of a database or a snapshot.
+type reader interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+}
+
+func get(r reader, key []byte, fail func(string, error) error) ([]byte, bool, error) {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fail("read a record", err)
+	}
+	out := bytes.Clone(v)
+	closer.Close()
+	return out, true, nil
+}
+
+// Due returns at most limit records expiring at or before t, in (expiry,
+// key) order.
+func (s *Store) Due(t int64, limit int) ([][]byte, error) {
+	var out [][]byte
+	err := s.walkExpiry(func(at int64, key []byte) (bool, error) {
+		if at > t || len(out) >= limit {
+			return false, nil
+		}
+		enc, ok, err := s.Get(key)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return false, s.fail("read the expiry index", fmt.Errorf("%w: entry for a record that is not stored", ErrCorrupt))
+		}
+		out = append(out, enc)
+		return true, nil
+	})
+	return out, err
+}
+
+// NextExpiry returns the earliest expiry stored.
+func (s *Store) NextExpiry() (int64, bool, error) {
+	var next int64
+	var found bool
+	err := s.walkExpiry(func(at int64, _ []byte) (bool, error) {
+		next, found = at, true
+		return false, nil
+	})
+	return next, found, err
+}
+
+// walkExpiry calls fn for each expiry index entry from expLow on, until fn
+// says stop, and moves expLow up to the first entry found.
+func (s *Store) walkExpiry(fn func(at int64, key []byte) (bool, error)) error {
+	s.mu.Lock()
+	low := s.expLow
+	s.mu.Unlock()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: low, UpperBound: prefixEnd(prefixExpiry)})
+	if err != nil {
+		return s.fail("read the expiry index", err)
+	}
+	first := true
+	for it.First(); it.Valid(); it.Next() {
+		at, key, err := parseExpiryKey(it.Key())
+		if err != nil {
+			it.Close()
+			return s.fail("read the expiry index", fmt.Errorf("%w: %w", ErrCorrupt, err))
+		}
+		if first {
+			s.raiseExpLow(low, it.Key())
+			first = false
+		}
+		more, err := fn(at, key)
+		if err != nil || !more {
+			it.Close()
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return s.fail("read the expiry index", err)
+	}
+	return nil
+}
+
+// raiseExpLow moves expLow from low up to first (the first entry at or
+// after low), unless a commit lowered it meanwhile.
+func (s *Store) raiseExpLow(low, first []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if bytes.Equal(s.expLow, low) {
+		s.expLow = bytes.Clone(first)
+	}
+}
+
+// Meta returns the metadata of the last commit.
+func (s *Store) Meta() fsm.Meta {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.meta
+}
+
+// Usages reads every tenant's usage.
+func (s *Store) Usages() (map[string]fsm.Usage, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixUsage}, UpperBound: prefixEnd(prefixUsage)})
+	if err != nil {
+		return nil, fmt.Errorf("read tenant usage: %w", err)
+	}
+	defer it.Close()
+	out := map[string]fsm.Usage{}
+	for it.First(); it.Valid(); it.Next() {
+		u, err := decodeUsage(it.Value())
+		if err != nil {
+			return nil, fmt.Errorf("%w: usage of tenant %q", ErrCorrupt, it.Key()[1:])
+		}
+		out[string(it.Key()[1:])] = u
+	}
+	return out, it.Error()
+}
+
+// Commit writes one group's changes and metadata in one batch, without
+// syncing (DESIGN.md: the Raft log is the write-ahead log). A batch is
+// applied to the memtable whole, and memtables reach the disk in order, so
+// after a crash the store holds some prefix of its commits, never a torn
+// one; Sync makes all of them durable.
+func (s *Store) Commit(c *fsm.Changes) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	lowest := s.writeRecords(b, c.Records)
+	for _, u := range c.Usage {
+		if u.Usage == (fsm.Usage{}) {
+			b.Delete(usageKey(u.Tenant), nil)
+			continue
+		}
+		b.Set(usageKey(u.Tenant), encodeUsage(u.Usage), nil)
+	}
+	meta, _ := c.Meta.MarshalBinary()
+	b.Set(metaKey, meta, nil)
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return s.fail(fmt.Sprintf("commit entries up to %d", c.Meta.Applied), err)
+	}
+	s.mu.Lock()
+	s.meta = c.Meta
+	if lowest != nil && bytes.Compare(lowest, s.expLow) < 0 {
+		s.expLow = lowest
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// writeRecords adds the record changes to b and returns the lowest expiry
+// key it inserts.
+func (s *Store) writeRecords(b *pebble.Batch, changes []fsm.RecordChange) []byte {
+	var lowest []byte
+	for _, rc := range changes {
+		sameExpiry := rc.HadOld && rc.New != nil && rc.OldExpiresAt == rc.NewExpiresAt
+		if rc.HadOld && !sameExpiry {
+			b.Delete(expiryKey(rc.OldExpiresAt, rc.Key), nil)
+		}
+		if rc.New == nil {
+			b.Delete(recordKey(rc.Key), nil)
+			continue
+		}
+		b.Set(recordKey(rc.Key), rc.New, nil)
+		if !sameExpiry {
+			x := expiryKey(rc.NewExpiresAt, rc.Key)
+			b.Set(x, nil, nil)
+			if lowest == nil || bytes.Compare(x, lowest) < 0 {
+				lowest = x
+			}
+		}
+	}
+	return lowest
+}
+
+// Sync flushes the memtables, making every commit so far durable.
+func (s *Store) Sync() error { return flush(s.db, s.brk) }
+
+// flush waits for a flush of db's memtables, unless brk trips first.
+func flush(db *pebble.DB, brk *breaker) error {
+	select {
+	case <-brk.broken:
+		return errBroken
+	default:
+	}
+	done, err := db.AsyncFlush()
+	if err != nil {
+		return brk.fail("flush", err)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-brk.broken:
+		return errBroken
+	}
+}
+
+// Close flushes the store, so that a clean restart replays nothing, and
+// releases it; the database closes once its last view is closed.
+func (s *Store) Close() error {
+	err := s.Sync()
+	s.release()
+	return err
+}
+
+// release drops one reference; the last closes the database and removes
+// the store's dir if CURRENT no longer names it (a store replaced by a
+// restored snapshot).
+func (s *Store) release() {
+	if s.refs.Add(-1) != 0 {
+		return
+	}
+	s.db.Close()
+	s.cache.Unref()
+	if cur, err := readCurrent(s.opts.FS, s.root); err == nil && cur != s.name {
+		s.opts.FS.RemoveAll(s.opts.FS.PathJoin(s.root, s.name))
+	}
+}
+
+// DiskUsage returns the bytes the store's files take.
+func (s *Store) DiskUsage() uint64 { return s.db.Metrics().DiskSpaceUsage() }
+
+// Metrics returns Pebble's metrics.
+func (s *Store) Metrics() *pebble.Metrics { return s.db.Metrics() }
+
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...interface{})  {}
+func (quietLogger) Errorf(string, ...interface{}) {}
+func (quietLogger) Fatalf(format string, args ...interface{}) {
+	panic(fmt.Sprintf(format, args...))
+}
