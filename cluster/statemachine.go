@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -126,11 +125,12 @@ const BugAppliedAhead = "applied-ahead"
 const appliedAheadFile = "applied-ahead.bug"
 
 // appliedAheadStore plants a bug for the jepsen self-test
-// (Config.FaultAppliedAhead): it writes each commit's applied index to a
-// file of its own (which survives kill -9 in the page cache) and at open
-// claims that index, while the records of those commits were never made
-// durable. Entries up to the claimed index are then skipped on replay: a
-// crash of every node loses acknowledged writes, which jepsen must catch.
+// (Config.FaultAppliedAhead): it writes each commit's log position (applied
+// index and term, FSM time, Raft configuration) to a file of its own, which
+// survives kill -9 in the page cache, and at open claims that position,
+// while the records of those commits were never made durable. Entries up
+// to the claimed index are then skipped on replay: a crash of every node
+// loses acknowledged writes, which jepsen must catch.
 type appliedAheadStore struct {
 	fsm.Store
 	path string
@@ -140,16 +140,16 @@ func (s *appliedAheadStore) Commit(c *fsm.Changes) error {
 	if err := s.Store.Commit(c); err != nil {
 		return err
 	}
-	b := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, c.Meta.Applied), c.Meta.Term)
+	b, _ := c.Meta.MarshalBinary()
 	return os.WriteFile(s.path, b, 0o600)
 }
 
 func (s *appliedAheadStore) Meta() fsm.Meta {
 	m := s.Store.Meta()
-	if b, err := os.ReadFile(s.path); err == nil && len(b) == 16 {
-		if claimed := binary.BigEndian.Uint64(b); claimed > m.Applied {
-			m.Applied, m.Term = claimed, binary.BigEndian.Uint64(b[8:])
-		}
+	var claimed fsm.Meta
+	if b, err := os.ReadFile(s.path); err == nil && claimed.UnmarshalBinary(b) == nil && claimed.Applied > m.Applied {
+		m.Applied, m.Term, m.Now = claimed.Applied, claimed.Term, claimed.Now
+		m.ConfigIndex, m.Config = claimed.ConfigIndex, claimed.Config
 	}
 	return m
 }

@@ -10,13 +10,19 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
 cd "$(dirname "$0")/.."
 
-# Each planted bug with the anomaly the checker must report for it.
+# Each planted bug with the anomaly the checker must report for it and the
+# faults that bring it out: applied-ahead (a store claiming an index whose
+# records it never made durable) shows only when every node crashes.
 selftest() {
 	local failed=0
-	for spec in skip-fencing:fencing,phantom-read stale-reads:non-linearizable,stale-read follower-claims:duplicate-winner,lease-violation; do
-		local bug=${spec%%:*} kind=${spec##*:}
+	for spec in skip-fencing:fencing,phantom-read:partition-leader,pause \
+		stale-reads:non-linearizable,stale-read:partition-leader,pause \
+		follower-claims:duplicate-winner,lease-violation:partition-leader,pause \
+		applied-ahead:lost-write,early-regrant,duplicate-winner:kill-all; do
+		local bug kind nemesis
+		IFS=: read -r bug kind nemesis <<<"$spec"
 		echo "== self-test: planted bug $bug must be reported as $kind"
-		if ! go run ./jepsen -profile custom -duration 30s -nemesis partition-leader,pause \
+		if ! go run ./jepsen -profile custom -duration 30s -nemesis "$nemesis" \
 			-bug "$bug" -expect "$kind" >"/tmp/idemnode-jepsen-selftest-$bug.log" 2>&1; then
 			echo "FAIL: the checker did not report $kind for $bug (log: /tmp/idemnode-jepsen-selftest-$bug.log)"
 			tail -30 "/tmp/idemnode-jepsen-selftest-$bug.log"
