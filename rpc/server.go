@@ -115,12 +115,14 @@ func NewServer(backend Backend, limits Limits, log *slog.Logger, opts ...Option)
 // queue, and that growth alone was 2–5 % of a node's CPU under the claim
 // benchmark (docs/PERFORMANCE.md). A call that finds every worker busy — a
 // worker is held for the whole commit round, or a wait — gets a goroutine of
-// its own, as without the pool.
+// its own, as without the pool. A request whose strings are not valid UTF-8
+// is refused as InvalidArgument naming the field (codec.go); the options
+// put that check first in the interceptor chain.
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	return append([]grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 500 * time.Millisecond, PermitWithoutStream: true}),
 		grpc.NumStreamWorkers(callWorkers),
-	}
+	}, textServerOptions()...)
 }
 
 // callWorkers is about the calls a busy node has in flight at once.
