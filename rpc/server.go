@@ -84,6 +84,13 @@ func WithPeerCredentials(creds credentials.TransportCredentials) Option {
 	return func(s *Server) { s.fwd.creds = creds }
 }
 
+// WithForwardDialOptions adds opts to the connections this node opens to
+// the leader's advertised gRPC address: a resolver for names that the
+// system's DNS does not know (tests use one), interceptors, stats handlers.
+func WithForwardDialOptions(opts ...grpc.DialOption) Option {
+	return func(s *Server) { s.fwd.dialOpts = append(s.fwd.dialOpts, opts...) }
+}
+
 // WithUnaryForwarding forwards each call to the leader as its own unary
 // RPC with the caller's bearer token, which the leader checks again. Use it
 // when authentication is on but nodes have no peer TLS to prove to each
