@@ -88,7 +88,7 @@ func TestAdvertisedLeaderUnreachable(t *testing.T) {
 			defer cancel()
 			start := time.Now()
 			id := newID()
-			won, err := cl.Claim(ctx, id, []byte("fp"), client.ClaimOptions{})
+			won, err := cl.Claim(ctx, id, []byte("fp"))
 			if err != nil || won.Outcome != client.OutcomeWon {
 				t.Fatalf("claim = %+v, %v; want WON", won, err)
 			}

@@ -25,17 +25,19 @@ func newOwner() string {
 // IN_PROGRESS (another holder runs it), or MISMATCH (the key belongs to a
 // different request). Every retry of this call sends the same owner, so a
 // WON whose answer was lost is answered WON with the same token again.
-func (c *Client) Claim(ctx context.Context, id ID, fingerprint []byte, opts ClaimOptions) (ClaimResult, error) {
-	owner := opts.Owner
-	if owner == "" {
-		owner = newOwner()
-	}
-	lease, ttl := or(opts.Lease, c.cfg.Lease), or(opts.TTL, c.cfg.TTL)
+// Options: WithLease, WithTTL, WithWait (Claim does not wait by default),
+// WithOwner.
+func (c *Client) Claim(ctx context.Context, id ID, fingerprint []byte, opts ...Option) (ClaimResult, error) {
+	return c.claim(ctx, id, fingerprint, c.options(0, opts))
+}
+
+func (c *Client) claim(ctx context.Context, id ID, fingerprint []byte, o callOptions) (ClaimResult, error) {
+	owner := o.owner
 	var resp *idempb.ClaimResponse
-	err := c.call(ctx, toLeader, opts.Wait, func(ctx context.Context, conn *grpc.ClientConn, wait time.Duration) error {
+	err := c.call(ctx, toLeader, o.wait, func(ctx context.Context, conn *grpc.ClientConn, wait time.Duration) error {
 		var err error
 		resp, err = idempb.NewIdempotencyClient(conn).Claim(ctx, &idempb.ClaimRequest{Id: id.proto(), Fingerprint: fingerprint,
-			Owner: owner, Lease: durationOf(lease), Ttl: durationOf(ttl), Wait: durationOf(wait)})
+			Owner: owner, Lease: durationOf(o.lease), Ttl: durationOf(o.ttl), Wait: durationOf(wait)})
 		return err
 	})
 	if err != nil {
