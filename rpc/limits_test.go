@@ -194,7 +194,7 @@ func textCases() []limitCase {
 	}
 }
 
-// TestLimits checks every input limit of DESIGN.md §1 on both sides of
+// TestLimits checks every input limit of docs/API.md on both sides of
 // its edge. The subtests share one node and run in order.
 func TestLimits(t *testing.T) {
 	t.Parallel()
