@@ -144,5 +144,11 @@ func (c *Client) reachable(ctx context.Context, advertised, via string) string {
 		return advertised
 	}
 	c.unreachable[advertised] = time.Now()
+	// Close the connection rather than let it redial in the background
+	// until the next probe; that one dials afresh.
+	if conn, ok := c.conns[advertised]; ok {
+		conn.Close()
+		delete(c.conns, advertised)
+	}
 	return via
 }
