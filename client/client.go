@@ -18,7 +18,11 @@ import (
 // Config configures a Client. Only Addrs is required.
 type Config struct {
 	// Addrs lists the gRPC addresses (host:port) of some or all nodes. The
-	// client learns the leader's address from them, even if it is not listed.
+	// client learns the leader's address from them, even if it is not
+	// listed; when that advertised address does not resolve or answer from
+	// here (a container's hostname, seen from the host that publishes its
+	// port), it sends the leader's calls to the listed address where the
+	// leader answered, or to any listed node, which forwards them.
 	Addrs []string
 	// TransportCredentials secure the connections; nil is plaintext.
 	TransportCredentials credentials.TransportCredentials
@@ -96,15 +100,18 @@ func (c Config) withDefaults() (Config, error) {
 type Client struct {
 	cfg Config
 
-	// mu guards conns, leader, leaderAt, next and closed. leader is the
-	// address of the node believed to lead ("" when unknown), learnt at
-	// leaderAt; next rotates through Addrs while none is known.
-	mu       sync.Mutex
-	conns    map[string]*grpc.ClientConn
-	leader   string
-	leaderAt time.Time
-	next     int
-	closed   bool
+	// mu guards conns, leader, leaderAt, next, unreachable and closed.
+	// leader is the address calls for the leader go to ("" when unknown),
+	// learnt at leaderAt; next rotates through Addrs while none is known;
+	// unreachable holds when advertised leader addresses failed a probe
+	// (see reachable).
+	mu          sync.Mutex
+	conns       map[string]*grpc.ClientConn
+	leader      string
+	leaderAt    time.Time
+	next        int
+	unreachable map[string]time.Time
+	closed      bool
 
 	// discoverMu makes concurrent callers share one leader discovery
 	// instead of each asking every node; refreshing keeps one background
@@ -120,7 +127,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}}, nil
+	return &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, unreachable: map[string]time.Time{}}, nil
 }
 
 // Close closes every connection. Calls in flight fail.

@@ -25,7 +25,7 @@ func TestOperations(t *testing.T) {
 	ctx := testCtx(t)
 	id, fp := newID(), []byte("request-1")
 
-	won, err := cl.Claim(ctx, id, fp, client.ClaimOptions{})
+	won, err := cl.Claim(ctx, id, fp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestOperations(t *testing.T) {
 	if leader := shared.WaitLeader(30 * time.Second); cl.Leader() != leader.GRPCAddr() {
 		t.Errorf("client believes %q leads, want %s", cl.Leader(), leader.GRPCAddr())
 	}
-	other, err := cl.Claim(ctx, id, fp, client.ClaimOptions{})
+	other, err := cl.Claim(ctx, id, fp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,9 +44,14 @@ func TestOperations(t *testing.T) {
 	if other.Token != 0 {
 		t.Errorf("IN_PROGRESS revealed the holder's token %d", other.Token)
 	}
-	again, err := cl.Claim(ctx, id, fp, client.ClaimOptions{Owner: won.Owner})
-	if err != nil || again.Outcome != client.OutcomeWon || again.Token != won.Token {
-		t.Errorf("claim with the same owner = %+v, %v; want WON with token %d", again, err, won.Token)
+	for name, opt := range map[string]client.Option{
+		"WithOwner":    client.WithOwner(won.Owner),
+		"ClaimOptions": client.ClaimOptions{Owner: won.Owner}, // the deprecated form still works
+	} {
+		again, err := cl.Claim(ctx, id, fp, opt)
+		if err != nil || again.Outcome != client.OutcomeWon || again.Token != won.Token || again.Owner != won.Owner {
+			t.Errorf("claim with the same owner (%s) = %+v, %v; want WON with token %d", name, again, err, won.Token)
+		}
 	}
 
 	ext, err := cl.Extend(ctx, id, won.Token, time.Minute)
@@ -67,14 +72,14 @@ func TestOperations(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantOutcome(t, "complete", done, client.OutcomeOK)
-	replay, err := cl.Claim(ctx, id, fp, client.ClaimOptions{})
+	replay, err := cl.Claim(ctx, id, fp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantOutcome(t, "claim after completion", replay.Outcome, client.OutcomeCompleted)
 	checkResponse(t, "replay", replay.Response, resp)
 
-	mismatch, err := cl.Claim(ctx, id, []byte("request-2"), client.ClaimOptions{})
+	mismatch, err := cl.Claim(ctx, id, []byte("request-2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +123,7 @@ func TestServerSideWait(t *testing.T) {
 	ctx := testCtx(t)
 	claim := func(id client.ID, wait time.Duration) client.ClaimResult {
 		t.Helper()
-		r, err := cl.Claim(ctx, id, nil, client.ClaimOptions{Wait: wait})
+		r, err := cl.Claim(ctx, id, nil, client.WithWait(wait))
 		if err != nil {
 			t.Fatalf("claim %s: %v", id, err)
 		}
@@ -132,7 +137,7 @@ func TestServerSideWait(t *testing.T) {
 	heldOnLeader(t, shared, 2, func() {
 		waited = testutil.Go(func() (client.WaitResult, error) { return cl.Wait(ctx, forWait, time.Minute) })
 		claimed = testutil.Go(func() (client.ClaimResult, error) {
-			return cl.Claim(ctx, forClaim, nil, client.ClaimOptions{Wait: time.Minute})
+			return cl.Claim(ctx, forClaim, nil, client.WithWait(time.Minute))
 		})
 	})
 	resp := client.Response{Status: 200, Body: []byte("ok")}
@@ -156,7 +161,7 @@ func TestServerSideWait(t *testing.T) {
 	holder := claim(released, 0)
 	heldOnLeader(t, shared, 1, func() {
 		claimed = testutil.Go(func() (client.ClaimResult, error) {
-			return cl.Claim(ctx, released, nil, client.ClaimOptions{Wait: time.Minute})
+			return cl.Claim(ctx, released, nil, client.WithWait(time.Minute))
 		})
 	})
 	if out, err := cl.Release(ctx, released, holder.Token); err != nil || out != client.OutcomeOK {
@@ -181,12 +186,12 @@ func TestWaitAnswersBeforeDeadline(t *testing.T) {
 	cl := newClient(t, shared)
 	ctx := testCtx(t)
 	id := newID()
-	if won, err := cl.Claim(ctx, id, nil, client.ClaimOptions{}); err != nil || won.Outcome != client.OutcomeWon {
+	if won, err := cl.Claim(ctx, id, nil); err != nil || won.Outcome != client.OutcomeWon {
 		t.Fatalf("claim = %+v, %v", won, err)
 	}
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	got, err := cl.Claim(short, id, nil, client.ClaimOptions{Wait: time.Minute})
+	got, err := cl.Claim(short, id, nil, client.WithWait(time.Minute))
 	if err != nil || got.Outcome != client.OutcomeInProgress {
 		t.Errorf("claim waiting past the deadline = %+v, %v; want IN_PROGRESS", got, err)
 	}

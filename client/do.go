@@ -21,6 +21,20 @@ const (
 	Release
 )
 
+// String returns "complete" or "release" ("none" for the zero Action of a
+// Result whose function did not run).
+func (a Action) String() string {
+	switch a {
+	case 0:
+		return "none"
+	case Complete:
+		return "complete"
+	case Release:
+		return "release"
+	}
+	return fmt.Sprintf("action(%d)", int(a))
+}
+
 // A Classifier decides, from what the function returned, whether Do
 // completes the key (success, or a permanent failure such as a declined
 // card) or releases it (a transient failure such as a dependency's timeout).
@@ -52,28 +66,6 @@ type Result struct {
 	Token uint64
 }
 
-// DoOption tunes one Do call.
-type DoOption func(*doOptions)
-
-type doOptions struct {
-	lease, ttl, wait time.Duration
-	classify         Classifier
-}
-
-// WithLease sets the lease of the claim; Do extends it every third of it
-// while the function runs.
-func WithLease(d time.Duration) DoOption { return func(o *doOptions) { o.lease = d } }
-
-// WithTTL sets how long the record is kept.
-func WithTTL(d time.Duration) DoOption { return func(o *doOptions) { o.ttl = d } }
-
-// WithWait sets how long Do waits for an in-flight duplicate before it
-// returns an *InProgressError; negative does not wait.
-func WithWait(d time.Duration) DoOption { return func(o *doOptions) { o.wait = d } }
-
-// WithClassifier replaces DefaultClassifier.
-func WithClassifier(f Classifier) DoOption { return func(o *doOptions) { o.classify = f } }
-
 // Do runs fn at most once for id and fingerprint, and answers every other
 // call with what the run stored:
 //
@@ -97,16 +89,9 @@ func WithClassifier(f Classifier) DoOption { return func(o *doOptions) { o.class
 // Recording the result runs even when ctx is cancelled, bounded by
 // Config.FinishTimeout. If it fails, Do returns an error beside a Result
 // whose Executed is set: the side effect happened.
-func (c *Client) Do(ctx context.Context, id ID, fingerprint []byte, fn func(context.Context) (Response, error), opts ...DoOption) (Result, error) {
-	o := doOptions{lease: c.cfg.Lease, ttl: c.cfg.TTL, wait: c.cfg.Wait, classify: DefaultClassifier}
-	for _, f := range opts {
-		f(&o)
-	}
-	o.lease, o.ttl = or(o.lease, c.cfg.Lease), or(o.ttl, c.cfg.TTL)
-	if o.classify == nil {
-		o.classify = DefaultClassifier
-	}
-	claim, err := c.Claim(ctx, id, fingerprint, ClaimOptions{Lease: o.lease, TTL: o.ttl, Wait: max(o.wait, 0)})
+func (c *Client) Do(ctx context.Context, id ID, fingerprint []byte, fn func(context.Context) (Response, error), opts ...Option) (Result, error) {
+	o := c.options(c.cfg.Wait, opts)
+	claim, err := c.claim(ctx, id, fingerprint, o)
 	if err != nil {
 		return Result{}, fmt.Errorf("do: %w", err)
 	}
@@ -128,7 +113,7 @@ func (c *Client) Do(ctx context.Context, id ID, fingerprint []byte, fn func(cont
 }
 
 // run executes fn as the holder of token and records what it returned.
-func (c *Client) run(ctx context.Context, id ID, token uint64, fn func(context.Context) (Response, error), o doOptions) (Result, error) {
+func (c *Client) run(ctx context.Context, id ID, token uint64, fn func(context.Context) (Response, error), o callOptions) (Result, error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stopExtending := c.keepLease(runCtx, cancel, id, token, o.lease)

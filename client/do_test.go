@@ -178,7 +178,7 @@ func TestDoExtendsLease(t *testing.T) {
 	res, err := cl.Do(ctx, id, nil, func(ctx context.Context) (client.Response, error) {
 		// The subject of the test is time passing: outlive the first lease.
 		<-time.After(2 * time.Second)
-		other, err := newClient(t, shared).Claim(ctx, id, nil, client.ClaimOptions{})
+		other, err := newClient(t, shared).Claim(ctx, id, nil)
 		if err != nil || other.Outcome != client.OutcomeInProgress {
 			return client.Response{}, fmt.Errorf("claim by another caller after 2s = %+v, %v; want IN_PROGRESS", other, err)
 		}
@@ -209,7 +209,7 @@ func TestDoLeaseLostCancelsRun(t *testing.T) {
 	id := newID()
 	res, err := cl.Do(ctx, id, nil, func(ctx context.Context) (client.Response, error) {
 		other := newClient(t, shared)
-		taken, err := other.Claim(ctx, id, nil, client.ClaimOptions{Wait: 10 * time.Second})
+		taken, err := other.Claim(ctx, id, nil, client.WithWait(10*time.Second))
 		if err != nil || taken.Outcome != client.OutcomeWon || taken.Attempt != 2 {
 			return client.Response{}, fmt.Errorf("takeover = %+v, %v; want WON attempt 2", taken, err)
 		}

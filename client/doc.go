@@ -3,8 +3,8 @@
 //
 // A Client talks to a cluster given a few node addresses. It finds the
 // leader (Admin.Status on any node) and sends writes and linearizable reads
-// there directly; when no leader is known it sends them to any node, which
-// forwards them. Calls that fail with Unavailable (no leader yet, leadership
+// there directly; when no leader is known, or its address cannot be
+// reached from here, it sends them to any node, which forwards them. Calls that fail with Unavailable (no leader yet, leadership
 // changed, a node unreachable) are retried with exponential backoff and full
 // jitter until the caller's context ends. Every idemnode operation is safe
 // to send twice, and a Claim reuses the same owner nonce on every retry, so
@@ -57,8 +57,18 @@
 //	cfg := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}
 //	c, err := client.New(client.Config{Addrs: addrs, TransportCredentials: credentials.NewTLS(cfg)})
 //
-// Leave ServerName empty: each node is dialled by the address it advertises
+// Leave ServerName empty: each node is dialled by the address it is listed
+// under in Config.Addrs or, for the leader, the address it advertises
 // (--grpc-advertise), with that host as the expected name, so every server's
-// certificate must name its own advertised address. Without credentials the
-// client speaks plaintext, for a node started with --dev or --insecure.
+// certificate must name both. Without credentials the client speaks
+// plaintext, for a node started with --dev or --insecure.
+//
+// # Advertised addresses the client cannot reach
+//
+// The leader's advertised address may not resolve or answer where the
+// client runs: a compose cluster advertises container names, which only
+// its own network resolves. The client then sends the leader's calls to
+// the listed address at which the leader answered, or, when the leader is
+// not listed, to the listed nodes in turn, which forward them; it tries the
+// advertised address again a minute later.
 package client

@@ -62,7 +62,7 @@ func TestDroppedClaimAnswers(t *testing.T) {
 	ctx := testCtx(t)
 	id := newID()
 
-	got, err := cl.Claim(ctx, id, []byte("fp"), client.ClaimOptions{})
+	got, err := cl.Claim(ctx, id, []byte("fp"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestDroppedClaimAnswers(t *testing.T) {
 	if rec.Token != got.Token || rec.Attempt != 1 {
 		t.Errorf("record = token %d attempt %d, want token %d attempt 1", rec.Token, rec.Attempt, got.Token)
 	}
-	other, err := newClient(t, shared).Claim(ctx, id, []byte("fp"), client.ClaimOptions{})
+	other, err := newClient(t, shared).Claim(ctx, id, []byte("fp"))
 	if err != nil || other.Outcome != client.OutcomeInProgress {
 		t.Errorf("claim by another caller = %+v, %v; want IN_PROGRESS", other, err)
 	}

@@ -1,8 +1,8 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log"
@@ -28,14 +28,14 @@ func ExampleClient_Do() {
 	// again on every retry; the fingerprint identifies the request.
 	id := client.ID{Tenant: "acme", Scope: "POST /v1/charges", Key: client.NewKey()}
 	request := []byte(`{"amount":100,"currency":"EUR"}`)
-	fingerprint := sha256.Sum256(request)
+	fingerprint := client.Fingerprint([]byte("charge"), request)
 
 	charge := func(ctx context.Context) (client.Response, error) {
 		fmt.Println("charging the card")
 		return client.Response{Status: 201, Body: []byte(`{"id":"ch_1","amount":100}`)}, nil
 	}
 	for range 2 { // the second call is a retry
-		res, err := c.Do(ctx, id, fingerprint[:], charge)
+		res, err := c.Do(ctx, id, fingerprint, charge)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -89,7 +89,7 @@ func ExampleClient_Claim() {
 	ctx := context.Background()
 	id := client.ID{Tenant: "acme", Scope: "POST /v1/charges", Key: client.NewKey()}
 
-	claim, err := c.Claim(ctx, id, []byte("request"), client.ClaimOptions{Lease: 30 * time.Second})
+	claim, err := c.Claim(ctx, id, []byte("request"), client.WithLease(30*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -101,12 +101,12 @@ func ExampleClient_Claim() {
 	}
 	fmt.Println("complete:", outcome)
 
-	retry, err := c.Claim(ctx, id, []byte("request"), client.ClaimOptions{})
+	retry, err := c.Claim(ctx, id, []byte("request"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("retry:", retry.Outcome, string(retry.Response.Body))
-	other, err := c.Claim(ctx, id, []byte("another request"), client.ClaimOptions{})
+	other, err := c.Claim(ctx, id, []byte("another request"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -136,4 +136,18 @@ func ExampleNewKey() {
 	key := client.NewKey()
 	fmt.Println(len(key), key[14:15])
 	// Output: 36 4
+}
+
+// Outside HTTP, the fingerprint names what the request does, part by part
+// in a fixed order, so that a retry of the same transfer matches and a key
+// reused for another transfer is refused (MISMATCH).
+func ExampleFingerprint() {
+	fp := client.Fingerprint([]byte("transfer"), []byte("acct-1"), []byte("acct-2"), []byte("100.00 EUR"))
+	fmt.Printf("%x\n", fp[:8])
+	fmt.Println(bytes.Equal(fp, client.Fingerprint([]byte("transfer"), []byte("acct-1"), []byte("acct-2"), []byte("100.00 EUR"))))
+	fmt.Println(bytes.Equal(fp, client.Fingerprint([]byte("transfer"), []byte("acct-1"), []byte("acct-2"), []byte("999.00 EUR"))))
+	// Output:
+	// 1f74b4b12fdcc115
+	// true
+	// false
 }

@@ -146,7 +146,7 @@ func TestWaitAcrossLeaderChange(t *testing.T) {
 	forWait, forClaim := newID(), newID()
 	var holders []client.ClaimResult
 	for _, id := range []client.ID{forWait, forClaim} {
-		h, err := cl.Claim(ctx, id, nil, client.ClaimOptions{})
+		h, err := cl.Claim(ctx, id, nil)
 		if err != nil || h.Outcome != client.OutcomeWon {
 			t.Fatalf("holder's claim = %+v, %v", h, err)
 		}
@@ -157,7 +157,7 @@ func TestWaitAcrossLeaderChange(t *testing.T) {
 	heldOnLeader(t, c, 2, func() {
 		waited = testutil.Go(func() (client.WaitResult, error) { return cl.Wait(ctx, forWait, time.Minute) })
 		claimed = testutil.Go(func() (client.ClaimResult, error) {
-			return cl.Claim(ctx, forClaim, nil, client.ClaimOptions{Wait: time.Minute})
+			return cl.Claim(ctx, forClaim, nil, client.WithWait(time.Minute))
 		})
 	})
 	old := c.WaitLeader(30 * time.Second)

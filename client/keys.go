@@ -3,6 +3,7 @@ package client
 import (
 	"crypto/rand"
 	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 )
@@ -71,11 +72,35 @@ func NewKey() string {
 // operation is created. A derived key makes two deliberate, identical
 // operations one: include an identifier that tells them apart.
 func DeriveKey(namespace string, parts ...string) string {
-	name := binary.AppendUvarint(nil, uint64(len(namespace)))
-	name = append(name, namespace...)
+	name := appendPart(nil, namespace)
 	for _, p := range parts {
-		name = binary.AppendUvarint(name, uint64(len(p)))
-		name = append(name, p...)
+		name = appendPart(name, p)
 	}
 	return uuidV5(keyNamespace, name).String()
+}
+
+// appendPart appends p prefixed by its length as a uvarint, so that a
+// sequence of parts reads back one way only.
+func appendPart(b []byte, p string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(p)))
+	return append(b, p...)
+}
+
+// Fingerprint returns the fingerprint of a request for callers outside
+// HTTP (idemhttp fingerprints HTTP requests itself): the SHA-256 of the
+// parts, each prefixed by its length as a uvarint (encoding/binary), so
+// ("ab", "c"), ("a", "bc") and ("a", "b", "c") all differ, and so do no
+// parts and one empty part. Pass what identifies the request, in a fixed
+// order: the operation's name and its arguments in a canonical encoding
+// (not a Go map's iteration order, not a timestamp of the attempt). The
+// encoding is fixed: a change would make every retry of a request in
+// flight a MISMATCH.
+func Fingerprint(parts ...[]byte) []byte {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for _, p := range parts {
+		h.Write(binary.AppendUvarint(n[:0], uint64(len(p)))) // the encoding of appendPart
+		h.Write(p)
+	}
+	return h.Sum(nil)
 }

@@ -1,6 +1,9 @@
 package client
 
 import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
 	"regexp"
 	"testing"
 )
@@ -56,6 +59,57 @@ func TestDeriveKey(t *testing.T) {
 	} {
 		if got := DeriveKey(other[0], other[1:]...); got == k {
 			t.Errorf("DeriveKey(%q) = DeriveKey of another operation: %s", other, got)
+		}
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	// Golden values, computed independently (Python's hashlib over the
+	// uvarint-prefixed parts): a change of the encoding would make every
+	// retry in flight a MISMATCH.
+	for _, tc := range []struct {
+		parts [][]byte
+		want  string
+	}{
+		{[][]byte{[]byte("charge"), []byte("acme"), []byte(`{"amount":100}`)}, "d55ceced28010866a7e840240e5ae0cb76f1954a5a8b97bc33bc2729e7dd7aa3"},
+		{[][]byte{bytes.Repeat([]byte("x"), 200)}, "948cdefb43779b0b015ecba112d64d8b1dc71bb3bddd14b9bd3ac509c0894676"}, // a two-byte length
+	} {
+		if got := hex.EncodeToString(Fingerprint(tc.parts...)); got != tc.want {
+			t.Errorf("Fingerprint(%q) = %s, want %s", tc.parts, got, tc.want)
+		}
+	}
+	// Parts that concatenate alike are different requests.
+	seen := map[string]string{}
+	for _, parts := range [][]string{{}, {""}, {"", ""}, {"abc"}, {"ab", "c"}, {"a", "bc"}, {"a", "b", "c"}, {"abc", ""}, {"", "abc"}} {
+		var b [][]byte
+		for _, p := range parts {
+			b = append(b, []byte(p))
+		}
+		fp := Fingerprint(b...)
+		if len(fp) != 32 {
+			t.Fatalf("Fingerprint(%q) has %d bytes, want 32", parts, len(fp))
+		}
+		if other, dup := seen[string(fp)]; dup {
+			t.Errorf("Fingerprint(%q) = Fingerprint(%s)", parts, other)
+		}
+		seen[string(fp)] = fmt.Sprintf("%q", parts)
+	}
+}
+
+func TestEnumNames(t *testing.T) {
+	for _, tc := range []struct {
+		v    fmt.Stringer
+		want string
+	}{
+		{Action(0), "none"}, {Complete, "complete"}, {Release, "release"}, {Action(9), "action(9)"},
+		{OutcomeWon, "won"}, {OutcomeNotFound, "not_found"}, {Outcome(42), "outcome(42)"},
+		{StatePending, "pending"}, {StateCompleted, "completed"}, {State(7), "state(7)"},
+	} {
+		if got := tc.v.String(); got != tc.want {
+			t.Errorf("%#v.String() = %q, want %q", tc.v, got, tc.want)
+		}
+		if got := fmt.Sprint(tc.v); got != tc.want {
+			t.Errorf("fmt.Sprint(%#v) = %q, want %q", tc.v, got, tc.want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,17 +26,22 @@ func newOwner() string {
 // IN_PROGRESS (another holder runs it), or MISMATCH (the key belongs to a
 // different request). Every retry of this call sends the same owner, so a
 // WON whose answer was lost is answered WON with the same token again.
-func (c *Client) Claim(ctx context.Context, id ID, fingerprint []byte, opts ClaimOptions) (ClaimResult, error) {
-	owner := opts.Owner
-	if owner == "" {
-		owner = newOwner()
+// Options: WithLease, WithTTL, WithWait (Claim does not wait by default),
+// WithOwner.
+func (c *Client) Claim(ctx context.Context, id ID, fingerprint []byte, opts ...Option) (ClaimResult, error) {
+	return c.claim(ctx, id, fingerprint, c.options(0, opts))
+}
+
+func (c *Client) claim(ctx context.Context, id ID, fingerprint []byte, o callOptions) (ClaimResult, error) {
+	owner := o.owner
+	if err := errors.Join(id.check(), textFields("owner", owner)); err != nil {
+		return ClaimResult{Owner: owner}, fmt.Errorf("claim %s: %w", id, err)
 	}
-	lease, ttl := or(opts.Lease, c.cfg.Lease), or(opts.TTL, c.cfg.TTL)
 	var resp *idempb.ClaimResponse
-	err := c.call(ctx, toLeader, opts.Wait, func(ctx context.Context, conn *grpc.ClientConn, wait time.Duration) error {
+	err := c.call(ctx, toLeader, o.wait, func(ctx context.Context, conn *grpc.ClientConn, wait time.Duration) error {
 		var err error
 		resp, err = idempb.NewIdempotencyClient(conn).Claim(ctx, &idempb.ClaimRequest{Id: id.proto(), Fingerprint: fingerprint,
-			Owner: owner, Lease: durationOf(lease), Ttl: durationOf(ttl), Wait: durationOf(wait)})
+			Owner: owner, Lease: durationOf(o.lease), Ttl: durationOf(o.ttl), Wait: durationOf(wait)})
 		return err
 	})
 	if err != nil {
@@ -56,6 +62,9 @@ func (c *Client) Claim(ctx context.Context, id ID, fingerprint []byte, opts Clai
 // when the token no longer holds the record (the lease was lost), or
 // NOT_FOUND. A retried Complete with the same response answers OK.
 func (c *Client) Complete(ctx context.Context, id ID, token uint64, response Response) (Outcome, error) {
+	if err := errors.Join(id.check(), response.check()); err != nil {
+		return OutcomeUnspecified, fmt.Errorf("complete %s: %w", id, err)
+	}
 	var resp *idempb.CompleteResponse
 	err := c.call(ctx, toLeader, 0, func(ctx context.Context, conn *grpc.ClientConn, _ time.Duration) error {
 		var err error
@@ -72,6 +81,9 @@ func (c *Client) Complete(ctx context.Context, id ID, token uint64, response Res
 // so that the next claim runs the side effect again: OK (also when the
 // record is already gone), or FENCED.
 func (c *Client) Release(ctx context.Context, id ID, token uint64) (Outcome, error) {
+	if err := id.check(); err != nil {
+		return OutcomeUnspecified, fmt.Errorf("release %s: %w", id, err)
+	}
 	var resp *idempb.ReleaseResponse
 	err := c.call(ctx, toLeader, 0, func(ctx context.Context, conn *grpc.ClientConn, _ time.Duration) error {
 		var err error
@@ -87,6 +99,9 @@ func (c *Client) Release(ctx context.Context, id ID, token uint64) (Outcome, err
 // Extend pushes the holder's lease to lease from now (0: Config.Lease):
 // OK with the new end, or FENCED.
 func (c *Client) Extend(ctx context.Context, id ID, token uint64, lease time.Duration) (ExtendResult, error) {
+	if err := id.check(); err != nil {
+		return ExtendResult{}, fmt.Errorf("extend %s: %w", id, err)
+	}
 	lease = or(lease, c.cfg.Lease)
 	var resp *idempb.ExtendResponse
 	err := c.call(ctx, toLeader, 0, func(ctx context.Context, conn *grpc.ClientConn, _ time.Duration) error {
@@ -123,6 +138,9 @@ func readOpts(opts []ReadOption) (route, idempb.Consistency) {
 // Get returns the record under id, or ErrNotFound. Reads are linearizable
 // unless Stale is given.
 func (c *Client) Get(ctx context.Context, id ID, opts ...ReadOption) (*Record, error) {
+	if err := id.check(); err != nil {
+		return nil, fmt.Errorf("get %s: %w", id, err)
+	}
 	r, consistency := readOpts(opts)
 	var resp *idempb.GetResponse
 	err := c.call(ctx, r, 0, func(ctx context.Context, conn *grpc.ClientConn, _ time.Duration) error {
@@ -144,6 +162,9 @@ func (c *Client) Get(ctx context.Context, id ID, opts ...ReadOption) (*Record, e
 // state machine wakes it; a leader change while waiting is retried here
 // with what remains of the timeout.
 func (c *Client) Wait(ctx context.Context, id ID, timeout time.Duration, opts ...ReadOption) (WaitResult, error) {
+	if err := id.check(); err != nil {
+		return WaitResult{}, fmt.Errorf("wait %s: %w", id, err)
+	}
 	r, consistency := readOpts(opts)
 	if timeout <= 0 {
 		timeout = c.cfg.Wait

@@ -86,6 +86,11 @@ func retryable(ctx context.Context, err error) bool {
 		// The attempt's own timeout, not the caller's (ctx is alive): the
 		// node hung, another may answer.
 		return true
+	case codes.Canceled:
+		// Not the caller's cancellation (ctx is alive): the connection was
+		// closed under the attempt, as when discovery finds an advertised
+		// address unreachable (reachable); the next attempt goes elsewhere.
+		return true
 	}
 	return false
 }

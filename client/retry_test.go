@@ -45,6 +45,8 @@ func TestRetryable(t *testing.T) {
 	}{
 		{live, status.Error(codes.Unavailable, "no leader"), true},
 		{live, status.Error(codes.DeadlineExceeded, "attempt timed out"), true},
+		{live, status.Error(codes.Canceled, "grpc: the client connection is closing"), true},
+		{dead, status.Error(codes.Canceled, "context canceled"), false},
 		{dead, status.Error(codes.Unavailable, "no leader"), false},
 		{live, status.Error(codes.InvalidArgument, "bad key"), false},
 		{live, status.Error(codes.ResourceExhausted, "too many waits"), false},

@@ -75,12 +75,12 @@ func TestTokens(t *testing.T) {
 	tlsOnly := newClient(t, c, func(cfg *client.Config) {
 		cfg.DialOptions = append(cfg.DialOptions, client.WithToken("acme-secret-token-0001"))
 	})
-	_, err := tlsOnly.Claim(ctx, client.ID{Scope: "POST /v1/charges", Key: client.NewKey()}, []byte("fp"), client.ClaimOptions{})
+	_, err := tlsOnly.Claim(ctx, client.ID{Scope: "POST /v1/charges", Key: client.NewKey()}, []byte("fp"))
 	if err == nil || !strings.Contains(err.Error(), "transport level security") {
 		t.Errorf("a TLS-only token over plaintext: %v, want a refusal to dial", err)
 	}
 	anon := newClient(t, c)
-	_, err = anon.Claim(ctx, client.ID{Scope: "POST /v1/charges", Key: client.NewKey()}, []byte("fp"), client.ClaimOptions{})
+	_, err = anon.Claim(ctx, client.ID{Scope: "POST /v1/charges", Key: client.NewKey()}, []byte("fp"))
 	if status.Code(err) != codes.Unauthenticated {
 		t.Errorf("no token: %v, want Unauthenticated", err)
 	}
@@ -102,7 +102,7 @@ func TestLimitErrors(t *testing.T) {
 	})
 	ctx := testCtx(t)
 	claim := func() error {
-		_, err := cl.Claim(ctx, client.ID{Scope: "POST /v1/charges", Key: client.NewKey()}, []byte("fp"), client.ClaimOptions{})
+		_, err := cl.Claim(ctx, client.ID{Scope: "POST /v1/charges", Key: client.NewKey()}, []byte("fp"))
 		return err
 	}
 	for i := range 2 {

@@ -103,22 +103,6 @@ type Record struct {
 	Response *Response
 }
 
-// ClaimOptions tune one Claim; zero values take the Config defaults.
-type ClaimOptions struct {
-	// Lease is how long the holder is presumed alive (server limits 1s-1h).
-	Lease time.Duration
-	// TTL is how long the record is kept (server limits 1min-30 days).
-	TTL time.Duration
-	// Wait > 0 holds an IN_PROGRESS claim on the server until the record
-	// leaves PENDING: the answer is then the completion, or WON when the
-	// holder released the key or its lease ran out. It is cut short to
-	// answer before ctx's deadline.
-	Wait time.Duration
-	// Owner is the claim attempt's nonce; empty generates one. Pass the
-	// same owner to resume a claim whose answer was lost across processes.
-	Owner string
-}
-
 // ClaimResult is the answer to Claim.
 type ClaimResult struct {
 	Outcome Outcome

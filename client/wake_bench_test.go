@@ -24,7 +24,7 @@ func BenchmarkWaitWake(b *testing.B) {
 			var sinceDone, sinceSent []time.Duration
 			for range b.N {
 				id := newID()
-				holder, err := cl.Claim(ctx, id, nil, client.ClaimOptions{})
+				holder, err := cl.Claim(ctx, id, nil)
 				if err != nil || holder.Outcome != client.OutcomeWon {
 					b.Fatalf("holder's claim = %+v, %v", holder, err)
 				}
@@ -35,7 +35,7 @@ func BenchmarkWaitWake(b *testing.B) {
 						if mode == "Wait" {
 							_, err = cl.Wait(ctx, id, time.Minute)
 						} else {
-							_, err = cl.Claim(ctx, id, nil, client.ClaimOptions{Wait: time.Minute})
+							_, err = cl.Claim(ctx, id, nil, client.WithWait(time.Minute))
 						}
 						if err != nil {
 							b.Error(err)

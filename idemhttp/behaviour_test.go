@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,29 @@ func rawPost(t *testing.T, addr, key, body string) []byte {
 		t.Fatal(err)
 	}
 	return raw
+}
+
+// postTwice sends the same request twice to srv, whose handler counts its
+// runs, and checks that it ran once, that the second answer is marked as a
+// replay and the first not, and that both are the same on the wire but for
+// Date and that mark. It returns both answers.
+func postTwice(t *testing.T, srv *httptest.Server, runs *atomic.Int64) (first, replay []byte) {
+	t.Helper()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	key := client.NewKey()
+	first = rawPost(t, addr, key, `{"a":1}`)
+	replay = rawPost(t, addr, key, `{"a":1}`)
+	if runs.Load() != 1 {
+		t.Fatalf("handler ran %d times, want 1", runs.Load())
+	}
+	if !bytes.Contains(replay, []byte("\r\nIdempotent-Replayed: true\r\n")) || bytes.Contains(first, []byte("Idempotent-Replayed")) {
+		t.Errorf("Idempotent-Replayed: want it on the replay only:\n%s\n---\n%s", first, replay)
+	}
+	a, b := withoutLines(first, "Date:"), withoutLines(replay, "Date:", "Idempotent-Replayed:")
+	if !bytes.Equal(a, b) {
+		t.Errorf("replay differs from the first answer:\n%q\n---\n%q", a, b)
+	}
+	return first, replay
 }
 
 // withoutLines drops the header lines that start with any of prefixes.
@@ -82,27 +106,43 @@ func TestReplayIsByteIdentical(t *testing.T) {
 		io.WriteString(w, "</body></html>")
 		h.Set("X-Too-Late", "not sent") // after WriteHeader: not on the wire
 	}))
-	addr := strings.TrimPrefix(srv.URL, "http://")
-	key := client.NewKey()
-	first := rawPost(t, addr, key, `{"a":1}`)
-	replay := rawPost(t, addr, key, `{"a":1}`)
-	if runs.Load() != 1 {
-		t.Fatalf("handler ran %d times, want 1", runs.Load())
-	}
-	if !bytes.Contains(replay, []byte("\r\nIdempotent-Replayed: true\r\n")) || bytes.Contains(first, []byte("Idempotent-Replayed")) {
-		t.Errorf("Idempotent-Replayed: want it on the replay only:\n%s\n---\n%s", first, replay)
-	}
+	first, _ := postTwice(t, srv, &runs)
 	if bytes.Contains(first, []byte("X-Too-Late")) {
 		t.Errorf("a header set after WriteHeader was sent:\n%s", first)
-	}
-	a, b := withoutLines(first, "Date:"), withoutLines(replay, "Date:", "Idempotent-Replayed:")
-	if !bytes.Equal(a, b) {
-		t.Errorf("replay differs from the first answer:\n%q\n---\n%q", a, b)
 	}
 	for _, want := range []string{"HTTP/1.1 201 Created\r\n", "\r\nLink: </a>; rel=\"a\"\r\nLink: </b>; rel=\"b\"\r\n", "\r\nx-lowercase-name: kept as written\r\n",
 		"\r\nContent-Type: text/html; charset=utf-8\r\n", "\r\n\r\n<html><body>created \x00\xff binary-safe</body></html>"} {
 		if !bytes.Contains(first, []byte(want)) {
 			t.Errorf("first answer lacks %q:\n%s", want, first)
+		}
+	}
+}
+
+// TestUnsafeHeadersAreNotReplayed has a handler set headers that could
+// split a response: the first answer and the replay are the same, carry
+// no injected header, and the completion was stored (the handler ran once).
+func TestUnsafeHeadersAreNotReplayed(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	srv := serve(t, idemhttp.Config{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		h := w.Header()
+		h["X-Split"] = []string{"x\r\nSet-Cookie: evil"}
+		h["Bad Name"] = []string{"v"}
+		h["X-Nul"] = []string{"a\x00b"}
+		h["X-Latin1"] = []string{"caf\xe9"}
+		h.Set("X-Fine", "ok")
+		w.WriteHeader(http.StatusCreated)
+	}))
+	_, replay := postTwice(t, srv, &runs)
+	for _, bad := range []string{"\r\nSet-Cookie", "Bad Name", "X-Nul", "X-Latin1"} {
+		if bytes.Contains(replay, []byte(bad)) {
+			t.Errorf("replay carries %q:\n%q", bad, replay)
+		}
+	}
+	for _, want := range []string{"\r\nX-Split: x  Set-Cookie: evil\r\n", "\r\nX-Fine: ok\r\n"} {
+		if !bytes.Contains(replay, []byte(want)) {
+			t.Errorf("replay lacks %q:\n%q", want, replay)
 		}
 	}
 }

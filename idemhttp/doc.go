@@ -49,6 +49,20 @@
 // principal, never from the request body, so one tenant can neither read
 // nor block another's keys.
 //
+// # How long a request waits without quorum
+//
+// While the cluster has no leader (a majority of nodes down or cut off),
+// the claim is retried until the SDK gives up, then answered 503: by
+// default after about 35 s, client.Config.Timeout (30 s) plus the wait for
+// a duplicate in flight (Config.Wait, 5 s). To answer sooner, set a lower
+// client.Config.Timeout on the client.Client given as Config.Client (with
+// Timeout 2s and Config.Wait 1s the 503 comes within about 3 s), or give
+// the request's context a deadline before the middleware (an
+// http.Server's handler timeout, a context.WithTimeout middleware): a call
+// whose context has a deadline is bounded by that deadline instead, the
+// wait included, and answers before it. The handler never runs without
+// the guarantee.
+//
 // Clients that send no key can, on routes that opt in, get a key derived
 // from tenant, method, path and canonical body (DeriveMissingKeys). This is
 // weaker than a client-generated key: two deliberate, identical requests

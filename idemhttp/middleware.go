@@ -220,7 +220,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve runs the handler under the key, or answers from the record.
 func (h *handler) serve(w http.ResponseWriter, r *http.Request, id client.ID, fingerprint []byte) {
 	cfg := &h.m.cfg
-	opts := []client.DoOption{client.WithWait(h.route.wait), client.WithClassifier(h.classify)}
+	opts := []client.Option{client.WithWait(h.route.wait), client.WithClassifier(h.classify)}
 	if cfg.Lease > 0 {
 		opts = append(opts, client.WithLease(cfg.Lease))
 	}

@@ -3,8 +3,13 @@ package idemhttp
 import (
 	"bytes"
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/idemnode/idemnode/client"
 )
@@ -74,11 +79,28 @@ func (r *recorder) response() client.Response {
 	}
 	slices.Sort(names)
 	for _, name := range names {
+		if !httpguts.ValidHeaderFieldName(name) {
+			continue // net/http drops it from the wire, and idemnode refuses to store it
+		}
 		for _, v := range h[name] {
-			out.Headers = append(out.Headers, client.Header{Name: name, Value: v})
+			if v, ok := wireValue(v); ok {
+				out.Headers = append(out.Headers, client.Header{Name: name, Value: v})
+			}
 		}
 	}
 	return out
+}
+
+// wireValue is a header value as net/http's HTTP/1.1 writer sends it (CR
+// and LF turned into spaces, the ends trimmed), which idemnode stores: it
+// refuses CR, LF and NUL, so no replay can split a response. A value with
+// NUL, which HTTP/2 would drop, or not valid UTF-8 (a proto string) is
+// dropped, from the first answer as from every replay.
+var crlfToSpace = strings.NewReplacer("\r", " ", "\n", " ")
+
+func wireValue(v string) (string, bool) {
+	v = textproto.TrimString(crlfToSpace.Replace(v))
+	return v, !strings.Contains(v, "\x00") && utf8.ValidString(v)
 }
 
 // writeResponse sends a stored or fresh response; a replay is marked with

@@ -170,7 +170,7 @@ func (a *Authenticator) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		}
 		ctx, id, err := a.admit(ctx, class)
 		if err == nil {
-			err = authorizeTenant(id, req)
+			err = authorizeTenant(id, req, a.cfg.MaxTenant)
 		}
 		if err != nil {
 			a.log.Debug("call refused", "method", info.FullMethod, "err", err)
@@ -197,7 +197,7 @@ func (a *Authenticator) StreamInterceptor() grpc.StreamServerInterceptor {
 			a.log.Debug("stream refused", "method", info.FullMethod, "err", err)
 			return toStatus(err, a.log)
 		}
-		return handler(srv, &authorizedStream{ServerStream: ss, ctx: ctx, id: id, log: a.log})
+		return handler(srv, &authorizedStream{ServerStream: ss, ctx: ctx, id: id, maxTenant: a.cfg.MaxTenant, log: a.log})
 	}
 }
 
@@ -336,8 +336,9 @@ type idRequest interface{ GetId() *idempb.RecordId }
 // authorizeTenant applies the tenant rule to one request: an empty tenant
 // becomes the caller's, another tenant is refused. Peers forward requests
 // the origin already filled in. A request without an id is left to
-// validation, which refuses it.
-func authorizeTenant(id Identity, req any) error {
+// validation, which refuses it; a malformed tenant is refused as invalid
+// (InvalidArgument) before it is compared, as it is without --auth.
+func authorizeTenant(id Identity, req any, maxTenant int) error {
 	r, ok := req.(idRequest)
 	if !ok || id.Peer || r.GetId() == nil {
 		return nil
@@ -348,6 +349,9 @@ func authorizeTenant(id Identity, req any) error {
 		rid.Tenant = id.Tenant
 	case id.Tenant:
 	default:
+		if err := checkTenant(rid.Tenant, maxTenant); err != nil {
+			return err
+		}
 		return &authError{codes.PermissionDenied, ReasonTenantMismatch,
 			fmt.Sprintf("the request names tenant %q, the credentials tenant %q", rid.Tenant, id.Tenant)}
 	}
@@ -365,9 +369,10 @@ func redactStatus(st *idempb.StatusResponse) *idempb.StatusResponse {
 // received message to the tenant rule.
 type authorizedStream struct {
 	grpc.ServerStream
-	ctx context.Context
-	id  Identity
-	log *slog.Logger
+	ctx       context.Context
+	id        Identity
+	maxTenant int
+	log       *slog.Logger
 }
 
 func (s *authorizedStream) Context() context.Context { return s.ctx }
@@ -376,7 +381,7 @@ func (s *authorizedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	if err := authorizeTenant(s.id, m); err != nil {
+	if err := authorizeTenant(s.id, m, s.maxTenant); err != nil {
 		return toStatus(err, s.log)
 	}
 	return nil

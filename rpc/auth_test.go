@@ -357,6 +357,24 @@ func TestAnotherTenantIsRefused(t *testing.T) {
 	}
 }
 
+// TestTextRulesWithAuth sends the rows of textCases to a server with
+// authentication on: a malformed tenant is InvalidArgument naming the
+// field and the rule, as without --auth, not a tenant mismatch; and
+// nothing is stored.
+func TestTextRulesWithAuth(t *testing.T) {
+	t.Parallel()
+	s := mustAuthServer(t, mustNode(t), DefaultLimits())
+	acme := s.withToken(t, tokenAcme)
+	for _, tc := range textCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			checkInvalid(t, tc.call(testCtx(t), acme.api), tc.field)
+			if n := s.node.Machine().Len(); n != 0 {
+				t.Errorf("after a refused call, %d records are stored", n)
+			}
+		})
+	}
+}
+
 // TestWithIdentityMark shows the contract of WithIdentity: a context marked
 // before the Authenticator's interceptor is not authenticated again, but
 // still held to the mark's tenant.

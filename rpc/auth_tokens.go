@@ -10,8 +10,6 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
-	"unicode"
-	"unicode/utf8"
 )
 
 // TokenTable maps bearer tokens to identities. It keeps only the SHA-256 of
@@ -131,13 +129,9 @@ func parseTokenLine(text string, maxTenant int) (tokenEntry, error) {
 }
 
 // CheckTenantName validates a tenant that credentials name: what a request
-// may name (DESIGN.md §1), never empty (an empty tenant field in a request
-// means "mine"), and without spaces or control characters, so it reads
-// the same in a tokens file, a certificate and a log line.
+// may name (docs/API.md: 1-maxTenant bytes of printable ASCII without
+// spaces), never empty (an empty tenant field in a request means "mine"),
+// so it reads the same in a tokens file, a certificate and a log line.
 func CheckTenantName(tenant string, maxTenant int) error {
-	if tenant == "" || len(tenant) > maxTenant || !utf8.ValidString(tenant) ||
-		strings.IndexFunc(tenant, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		return fmt.Errorf("tenant %q: want 1-%d bytes of UTF-8 without spaces or control characters", tenant, maxTenant)
-	}
-	return nil
+	return checkASCII("tenant", tenant, 1, maxTenant, '!', ruleTenant)
 }

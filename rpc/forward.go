@@ -49,6 +49,8 @@ type forwarder struct {
 	// caller's credentials, for clusters whose nodes cannot prove to each
 	// other that they are peers (authentication without peer TLS).
 	unaryOnly bool
+	// dialOpts are added to every connection (WithForwardDialOptions).
+	dialOpts []grpc.DialOption
 
 	// mu guards conns and links.
 	mu    sync.Mutex
@@ -66,7 +68,7 @@ func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	c, err := grpc.NewClient(addr,
+	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
 			return dialer.DialContext(ctx, "tcp", a)
@@ -77,7 +79,9 @@ func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
 			BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
 		}, MinConnectTimeout: time.Second}),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Second, Timeout: time.Second, PermitWithoutStream: true}))
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Second, Timeout: time.Second, PermitWithoutStream: true}),
+	}
+	c, err := grpc.NewClient(addr, append(opts, f.dialOpts...)...)
 	if err != nil {
 		return nil, err
 	}

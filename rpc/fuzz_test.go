@@ -1,8 +1,13 @@
 package rpc
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/net/http/httpguts"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -20,6 +25,8 @@ func FuzzValidateRequests(f *testing.F) {
 	id := &idempb.RecordId{Tenant: "t", Scope: "POST /x", Key: "k"}
 	seed(&idempb.ClaimRequest{Id: id, Owner: "o", Fingerprint: []byte{1}, Lease: durationpb.New(time.Second), Ttl: durationpb.New(time.Hour)})
 	seed(&idempb.CompleteRequest{Id: id, Token: 1, Response: &idempb.Response{Status: 201, Headers: []*idempb.Header{{Name: "A", Value: "b"}}, Body: []byte("x")}})
+	seed(&idempb.ClaimRequest{Id: &idempb.RecordId{Tenant: "a b", Scope: "POST /x\x00", Key: "k"}, Owner: "o"})
+	seed(&idempb.CompleteRequest{Id: id, Token: 1, Response: &idempb.Response{Headers: []*idempb.Header{{Name: "X", Value: "a\r\nB: c"}}}})
 	seed(&idempb.ExtendRequest{Id: id, Token: 7, Lease: &durationpb.Duration{Seconds: -1}})
 	l := DefaultLimits()
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -27,6 +34,7 @@ func FuzzValidateRequests(f *testing.F) {
 		if proto.Unmarshal(b, &claim) == nil {
 			if cmd, wait, err := l.claim(&claim); err == nil {
 				checkKey(t, cmd.Key.Key)
+				checkIDText(t, cmd.Key.Tenant, cmd.Key.Scope)
 				if cmd.Owner == "" || len(cmd.Owner) > l.MaxOwner || len(cmd.Fingerprint) > l.MaxFingerprint {
 					t.Fatalf("claim passed with owner %q fingerprint %d bytes", cmd.Owner, len(cmd.Fingerprint))
 				}
@@ -43,6 +51,9 @@ func FuzzValidateRequests(f *testing.F) {
 				size := 0
 				for _, h := range cmd.Response.Headers {
 					size += len(h.Name) + len(h.Value)
+					if !httpguts.ValidHeaderFieldName(h.Name) || strings.ContainsAny(h.Value, "\r\n\x00") {
+						t.Fatalf("complete passed with header %q: %q", h.Name, h.Value)
+					}
 				}
 				if cmd.Token == 0 || len(cmd.Response.Body) > l.MaxBody || len(cmd.Response.Headers) > l.MaxHeaders || size > l.MaxHeaderBytes {
 					t.Fatalf("complete passed: token %d body %d headers %d/%d B", cmd.Token, len(cmd.Response.Body), len(cmd.Response.Headers), size)
@@ -67,5 +78,18 @@ func checkKey(t *testing.T, key string) {
 		if key[i] < 0x20 || key[i] > 0x7e {
 			t.Fatalf("key %q passed with byte %d not printable", key, i)
 		}
+	}
+}
+
+// checkIDText holds a tenant and scope that passed to the text rules.
+func checkIDText(t *testing.T, tenant, scope string) {
+	t.Helper()
+	for i := 0; i < len(tenant); i++ {
+		if tenant[i] <= ' ' || tenant[i] > '~' {
+			t.Fatalf("tenant %q passed with byte %d not printable ASCII without spaces", tenant, i)
+		}
+	}
+	if !utf8.ValidString(scope) || strings.IndexFunc(scope, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		t.Fatalf("scope %q passed with a character that is not printable", scope)
 	}
 }

@@ -105,7 +105,7 @@ func (s *Server) Extend(ctx context.Context, req *idempb.ExtendRequest) (*idempb
 // linearizable read runs on the leader (a follower forwards it); a stale
 // read is served from this node's state.
 func (s *Server) Get(ctx context.Context, req *idempb.GetRequest) (*idempb.GetResponse, error) {
-	key, err := s.limits.recordKey(req.GetId())
+	key, err := s.limits.get(req)
 	if err != nil {
 		return nil, toStatus(err, s.log)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/idemnode/idemnode/fsm"
 )
 
-// Limits are the input limits of DESIGN.md §1. Every violation is answered
+// Limits are the input limits of docs/API.md ("Limits"). Every violation is answered
 // with InvalidArgument naming the field and the limit, and nothing is stored.
 type Limits struct {
 	MaxTenant      int
@@ -52,7 +52,7 @@ type Limits struct {
 	QuotaRetryAfter time.Duration
 }
 
-// DefaultLimits returns the limits of DESIGN.md §1.
+// DefaultLimits returns the limits of docs/API.md.
 func DefaultLimits() Limits {
 	return Limits{
 		MaxTenant:      128,

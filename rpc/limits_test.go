@@ -64,7 +64,7 @@ func completeWith(mut func(*idempb.CompleteRequest)) func(context.Context, idemp
 func limitCases() []limitCase {
 	long := func(n int) string { return strings.Repeat("x", n) }
 	withKey := func(k string) func(*idempb.ClaimRequest) { return func(r *idempb.ClaimRequest) { r.Id.Key = k } }
-	return []limitCase{
+	return append([]limitCase{
 		{"tenant over 128 B", "id.tenant", claimWith(func(r *idempb.ClaimRequest) { r.Id.Tenant = long(129) })},
 		{"scope over 256 B", "id.scope", claimWith(func(r *idempb.ClaimRequest) { r.Id.Scope = long(257) })},
 		{"key empty", "id.key", claimWith(withKey(""))},
@@ -94,6 +94,14 @@ func limitCases() []limitCase {
 		{"empty header name", "response.headers[1].name", completeWith(func(r *idempb.CompleteRequest) {
 			r.Response.Headers = append(r.Response.Headers, &idempb.Header{Name: "", Value: "v"})
 		})},
+		{"header name with a space", "response.headers[1].name", completeWith(withHeader("Set Cookie", "v"))},
+		{"header name with a colon", "response.headers[1].name", completeWith(withHeader("X-A:", "v"))},
+		{"header name with CR LF", "response.headers[1].name", completeWith(withHeader("X\r\nSet-Cookie", "evil"))},
+		{"header name not ASCII", "response.headers[1].name", completeWith(withHeader("X-Clé", "v"))},
+		{"header value with CR LF", "response.headers[1].value", completeWith(withHeader("X-A", "x\r\nSet-Cookie: evil"))},
+		{"header value with LF", "response.headers[1].value", completeWith(withHeader("X-A", "x\nSet-Cookie: evil"))},
+		{"header value with CR", "response.headers[1].value", completeWith(withHeader("X-A", "x\r"))},
+		{"header value with NUL", "response.headers[1].value", completeWith(withHeader("X-A", "a\x00b"))},
 		{"status negative", "response.status", completeWith(func(r *idempb.CompleteRequest) { r.Response.Status = -1 })},
 		{"status over 999", "response.status", completeWith(func(r *idempb.CompleteRequest) { r.Response.Status = 1000 })},
 
@@ -133,10 +141,60 @@ func limitCases() []limitCase {
 			_, err := api.Wait(ctx, &idempb.WaitRequest{Id: rid(limitsKey), Timeout: dur(DefaultLimits().MaxWait + time.Second)})
 			return err
 		}},
+		{"get consistency 7", "consistency", func(ctx context.Context, api idempb.IdempotencyClient) error {
+			_, err := api.Get(ctx, &idempb.GetRequest{Id: rid(limitsKey), Consistency: 7})
+			return err
+		}},
+		{"get consistency -1", "consistency", func(ctx context.Context, api idempb.IdempotencyClient) error {
+			_, err := api.Get(ctx, &idempb.GetRequest{Id: rid(limitsKey), Consistency: -1})
+			return err
+		}},
+		{"wait consistency 7", "consistency", func(ctx context.Context, api idempb.IdempotencyClient) error {
+			_, err := api.Wait(ctx, &idempb.WaitRequest{Id: rid(limitsKey), Timeout: dur(time.Second), Consistency: 7})
+			return err
+		}},
+	}, textCases()...)
+}
+
+// withHeader appends a header after the valid one, so the refusal must
+// name index 1.
+func withHeader(name, value string) func(*idempb.CompleteRequest) {
+	return func(r *idempb.CompleteRequest) {
+		r.Response.Headers = append(r.Response.Headers, &idempb.Header{Name: name, Value: value})
 	}
 }
 
-// TestLimits checks every input limit of DESIGN.md §1 on both sides of
+// textCases are the text rules of the record id (docs/API.md), the same
+// with and without --auth: a tenant is printable ASCII without spaces, a
+// scope printable UTF-8 without control characters, a key printable ASCII.
+func textCases() []limitCase {
+	withID := func(f func(*idempb.RecordId)) func(context.Context, idempb.IdempotencyClient) error {
+		return claimWith(func(r *idempb.ClaimRequest) { f(r.Id) })
+	}
+	tenant := func(v string) func(context.Context, idempb.IdempotencyClient) error {
+		return withID(func(id *idempb.RecordId) { id.Tenant = v })
+	}
+	scope := func(v string) func(context.Context, idempb.IdempotencyClient) error {
+		return withID(func(id *idempb.RecordId) { id.Scope = v })
+	}
+	return []limitCase{
+		{"tenant with a space", "id.tenant", tenant("ac me")},
+		{"tenant with a tab", "id.tenant", tenant("ac\tme")},
+		{"tenant with NUL", "id.tenant", tenant("acme\x00")},
+		{"tenant with a newline", "id.tenant", tenant("acme\n")},
+		{"tenant with DEL", "id.tenant", tenant("acme\x7f")},
+		{"tenant not ASCII", "id.tenant", tenant("acmé")},
+		{"scope with NUL", "id.scope", scope("POST\x00/v1")},
+		{"scope with a newline", "id.scope", scope("POST /v1\n")},
+		{"scope with a tab", "id.scope", scope("POST\t/v1")},
+		{"scope with DEL", "id.scope", scope("POST /v1\x7f")},
+		{"scope with a C1 control", "id.scope", scope("POST /v1\u0085")},
+		{"scope with a bidi override", "id.scope", scope("POST /v1\u202e")},
+		{"key with a tab", "id.key", withID(func(id *idempb.RecordId) { id.Key = "k\tk" })},
+	}
+}
+
+// TestLimits checks every input limit of docs/API.md on both sides of
 // its edge. The subtests share one node and run in order.
 func TestLimits(t *testing.T) {
 	t.Parallel()
@@ -228,6 +286,10 @@ func checkEdgesAccepted(t *testing.T, c *testCluster) {
 		"ttl 1m":           func(r *idempb.ClaimRequest) { r.Ttl = dur(time.Minute) },
 		"ttl 30d":          func(r *idempb.ClaimRequest) { r.Ttl = dur(30 * 24 * time.Hour) },
 		"defaults":         func(r *idempb.ClaimRequest) { r.Lease, r.Ttl = nil, nil },
+		"default tenant":   func(r *idempb.ClaimRequest) { r.Id.Tenant = "" },
+		"tenant of tchars": func(r *idempb.ClaimRequest) { r.Id.Tenant = "acme-EU_1.x~!#$%&'*+^`|/:@" },
+		"scope of unicode": func(r *idempb.ClaimRequest) { r.Id.Scope = "POST /v1/zahlungen/ü €  \uFFFD" },
+		"empty scope":      func(r *idempb.ClaimRequest) { r.Id.Scope = "" },
 	}
 	i := 0
 	for name, mut := range claims {
@@ -245,6 +307,7 @@ func checkEdgesAccepted(t *testing.T, c *testCluster) {
 		"headers 16 KiB":   {Headers: headers(1, long(16<<10-1))},
 		"no response":      nil,
 		"empty header val": {Headers: []*idempb.Header{{Name: "X"}}},
+		"header of tchars": {Headers: []*idempb.Header{{Name: "!#$%&'*+-.^_`|~09azAZ", Value: "a\tb é \x7f"}}},
 	}
 	for name, resp := range responses {
 		won := c.mustWin(t, "boundary "+name, "o", nil)

@@ -84,6 +84,13 @@ func WithPeerCredentials(creds credentials.TransportCredentials) Option {
 	return func(s *Server) { s.fwd.creds = creds }
 }
 
+// WithForwardDialOptions adds opts to the connections this node opens to
+// the leader's advertised gRPC address: a resolver for names that the
+// system's DNS does not know (tests use one), interceptors, stats handlers.
+func WithForwardDialOptions(opts ...grpc.DialOption) Option {
+	return func(s *Server) { s.fwd.dialOpts = append(s.fwd.dialOpts, opts...) }
+}
+
 // WithUnaryForwarding forwards each call to the leader as its own unary
 // RPC with the caller's bearer token, which the leader checks again. Use it
 // when authentication is on but nodes have no peer TLS to prove to each
@@ -115,12 +122,14 @@ func NewServer(backend Backend, limits Limits, log *slog.Logger, opts ...Option)
 // queue, and that growth alone was 2–5 % of a node's CPU under the claim
 // benchmark (docs/PERFORMANCE.md). A call that finds every worker busy — a
 // worker is held for the whole commit round, or a wait — gets a goroutine of
-// its own, as without the pool.
+// its own, as without the pool. A request whose strings are not valid UTF-8
+// is refused as InvalidArgument naming the field (codec.go); the options
+// put that check first in the interceptor chain.
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	return append([]grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 500 * time.Millisecond, PermitWithoutStream: true}),
 		grpc.NumStreamWorkers(callWorkers),
-	}
+	}, textServerOptions()...)
 }
 
 // callWorkers is about the calls a busy node has in flight at once.

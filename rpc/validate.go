@@ -2,24 +2,37 @@ package rpc
 
 import (
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/net/http/httpguts"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
-// recordKey validates a RecordId against the limits.
+// The text rules of the record id, the same with and without --auth
+// (docs/API.md, "Data model"). Each refusal names the field and the rule.
+const (
+	ruleTenant = "printable ASCII without spaces"
+	ruleScope  = "printable UTF-8 without control characters (spaces allowed)"
+	ruleKey    = "printable ASCII"
+)
+
+// recordKey validates a RecordId against the limits. An empty tenant is
+// the default tenant; with --auth the interceptor has already filled in
+// the caller's tenant.
 func (l Limits) recordKey(id *idempb.RecordId) (fsm.RecordKey, error) {
 	if id == nil {
 		return fsm.RecordKey{}, invalid("id", "required", "missing")
 	}
-	if err := l.text("id.tenant", id.GetTenant(), 0, l.MaxTenant); err != nil {
+	if err := checkTenant(id.GetTenant(), l.MaxTenant); err != nil {
 		return fsm.RecordKey{}, err
 	}
-	if err := l.text("id.scope", id.GetScope(), 0, l.MaxScope); err != nil {
+	if err := checkScope(id.GetScope(), l.MaxScope); err != nil {
 		return fsm.RecordKey{}, err
 	}
 	if err := CheckKey(id.GetKey(), l.MaxKey); err != nil {
@@ -31,14 +44,45 @@ func (l Limits) recordKey(id *idempb.RecordId) (fsm.RecordKey, error) {
 // CheckKey reports whether key is a valid Idempotency-Key: 1 to max bytes of
 // printable ASCII.
 func CheckKey(key string, maxLen int) error {
-	// The limit is spelled out only for a refusal: this runs on every call.
-	limit := func() string { return fmt.Sprintf("1-%d bytes of printable ASCII", maxLen) }
-	if len(key) == 0 || len(key) > maxLen {
-		return invalid("id.key", limit(), "%d bytes", len(key))
+	return checkASCII("id.key", key, 1, maxLen, ' ', ruleKey)
+}
+
+// checkTenant checks a request's tenant; empty is the default tenant (or,
+// with --auth, the caller's).
+func checkTenant(tenant string, maxLen int) error {
+	return checkASCII("id.tenant", tenant, 0, maxLen, '!', ruleTenant)
+}
+
+// checkASCII checks that s is minLen-maxLen bytes, each from lowest to '~'
+// (' ' admits spaces, '!' does not). The limit is spelled out only for a
+// refusal: this runs on every call.
+func checkASCII(field, s string, minLen, maxLen int, lowest byte, rule string) error {
+	limit := func() string { return fmt.Sprintf("%d-%d bytes of %s", minLen, maxLen, rule) }
+	if len(s) < minLen || len(s) > maxLen {
+		return invalid(field, limit(), "%d bytes", len(s))
 	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c < 0x20 || c > 0x7e {
-			return invalid("id.key", limit(), "byte %d is 0x%02x", i, c)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < lowest || c > '~' {
+			return invalid(field, limit(), "byte %d is 0x%02x", i, c)
+		}
+	}
+	return nil
+}
+
+// checkScope checks the scope: up to maxLen bytes of UTF-8 whose every
+// character is printable (unicode.IsPrint: no control or format
+// characters; the ASCII space is allowed, as in "POST /v1/charges").
+func checkScope(scope string, maxLen int) error {
+	limit := func() string { return fmt.Sprintf("0-%d bytes of %s", maxLen, ruleScope) }
+	if len(scope) > maxLen {
+		return invalid("id.scope", limit(), "%d bytes", len(scope))
+	}
+	for i, r := range scope {
+		if r == utf8.RuneError && !strings.HasPrefix(scope[i:], "\uFFFD") {
+			return invalid("id.scope", limit(), "byte %d is not valid UTF-8", i)
+		}
+		if !unicode.IsPrint(r) {
+			return invalid("id.scope", limit(), "byte %d is %U, not printable", i, r)
 		}
 	}
 	return nil
@@ -128,8 +172,8 @@ func (l Limits) response(r *idempb.Response) (*fsm.Response, error) {
 	out := &fsm.Response{Status: r.GetStatus(), Body: r.GetBody()}
 	size := 0
 	for i, h := range r.GetHeaders() {
-		if h.GetName() == "" {
-			return nil, invalid(fmt.Sprintf("response.headers[%d].name", i), "non-empty", "empty")
+		if err := checkHeader(i, h); err != nil {
+			return nil, err
 		}
 		size += len(h.GetName()) + len(h.GetValue())
 		out.Headers = append(out.Headers, fsm.Header{Name: h.GetName(), Value: h.GetValue()})
@@ -138,6 +182,28 @@ func (l Limits) response(r *idempb.Response) (*fsm.Response, error) {
 		return nil, invalid("response.headers", fmt.Sprintf("%d bytes", l.MaxHeaderBytes), "%d bytes", size)
 	}
 	return out, nil
+}
+
+// checkHeader holds a stored header to what may be replayed on the wire:
+// the name an HTTP token (RFC 9110 §5.1: tchar), the value free of CR, LF
+// and NUL, so a replay can neither split the response nor add headers.
+func checkHeader(i int, h *idempb.Header) error {
+	if name := h.GetName(); !httpguts.ValidHeaderFieldName(name) {
+		return invalid(fmt.Sprintf("response.headers[%d].name", i), "an HTTP token (RFC 9110 tchar), non-empty", "%q", name)
+	}
+	if j := strings.IndexAny(h.GetValue(), "\r\n\x00"); j >= 0 {
+		return invalid(fmt.Sprintf("response.headers[%d].value", i), "no CR, LF or NUL", "byte %d is 0x%02x", j, h.GetValue()[j])
+	}
+	return nil
+}
+
+// checkConsistency refuses a consistency this server does not know, rather
+// than serving it as the default.
+func checkConsistency(c idempb.Consistency) error {
+	if _, ok := idempb.Consistency_name[int32(c)]; !ok {
+		return invalid("consistency", "LINEARIZABLE (0) or STALE (1)", "%d", int32(c))
+	}
+	return nil
 }
 
 func checkToken(token uint64) error {
@@ -171,4 +237,24 @@ func (l Limits) extend(req *idempb.ExtendRequest) (*fsm.Command, error) {
 		return nil, err
 	}
 	return &fsm.Command{Type: fsm.TypeExtend, Key: key, Token: req.GetToken(), Lease: int64(lease)}, nil
+}
+
+func (l Limits) get(req *idempb.GetRequest) (fsm.RecordKey, error) {
+	key, err := l.recordKey(req.GetId())
+	if err != nil {
+		return fsm.RecordKey{}, err
+	}
+	return key, checkConsistency(req.GetConsistency())
+}
+
+func (l Limits) wait(req *idempb.WaitRequest) (fsm.RecordKey, time.Duration, error) {
+	key, err := l.recordKey(req.GetId())
+	if err != nil {
+		return fsm.RecordKey{}, 0, err
+	}
+	timeout, err := duration("timeout", req.GetTimeout(), 0, l.MaxWait, l.DefaultWait)
+	if err != nil {
+		return fsm.RecordKey{}, 0, err
+	}
+	return key, timeout, checkConsistency(req.GetConsistency())
 }

@@ -25,11 +25,7 @@ var errLeaderChanged = errors.New("leadership changed while waiting; retry on th
 
 // Wait holds the call until the record leaves PENDING or the timeout ends.
 func (s *Server) Wait(ctx context.Context, req *idempb.WaitRequest) (*idempb.WaitResponse, error) {
-	key, err := s.limits.recordKey(req.GetId())
-	if err != nil {
-		return nil, toStatus(err, s.log)
-	}
-	timeout, err := duration("timeout", req.GetTimeout(), 0, s.limits.MaxWait, s.limits.DefaultWait)
+	key, timeout, err := s.limits.wait(req)
 	if err != nil {
 		return nil, toStatus(err, s.log)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // preflight checks on one key, before any load, that the cluster answers
-// with the semantics the benchmark assumes (DESIGN.md §2): a fast store that
+// with the semantics the benchmark assumes (docs/API.md): a fast store that
 // does not is no result. It returns a one-line summary for the result.
 func preflight(ctx context.Context, c idempb.IdempotencyClient, prefix string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)

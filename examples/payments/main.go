@@ -33,11 +33,39 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+	err := run(ctx, os.Args[1:], os.Stderr)
+	var usage usageError
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		// --help and -h: the usage is printed, and asking for it is no error.
+	case errors.As(err, &usage):
+		os.Exit(2) // the flag package printed the error and the usage
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "payments:", err)
 		os.Exit(1)
 	}
 }
+
+// usageError is a command line the flags refused.
+type usageError struct{ error }
+
+const usageText = `Usage: payments [flags]
+
+A payment API behind the idemhttp middleware: POST /v1/charges with an
+Idempotency-Key charges once however often it is retried. With a local
+cluster (scripts/cluster.sh up 3):
+
+  payments --cluster 127.0.0.11:7400,127.0.0.12:7400,127.0.0.13:7400
+
+or with the compose cluster (docker-compose.yml publishes gRPC on these):
+
+  payments --cluster 127.0.0.1:17400,127.0.0.1:17410,127.0.0.1:17420
+
+Exit codes: 0 after a clean shutdown (or --help), 1 on an error, 2 for
+bad flags.
+
+Flags:
+`
 
 // run serves the API until ctx ends.
 func run(ctx context.Context, args []string, logOut io.Writer) error {
@@ -46,8 +74,14 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	cluster := fs.String("cluster", "127.0.0.1:7400", "comma-separated gRPC addresses of idemnode nodes")
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP address to serve on")
 	wait := fs.Duration("wait", 5*time.Second, "how long a duplicate waits for the request in flight before 409")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return err
+	} else if err != nil {
+		return usageError{err}
 	}
 	log := slog.New(slog.NewTextHandler(logOut, nil))
 	c, err := client.New(client.Config{Addrs: strings.Split(*cluster, ","), Logger: log})

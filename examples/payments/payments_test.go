@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -165,5 +169,91 @@ func TestPayments(t *testing.T) {
 	}
 	if n := executions(t, base); n != before+1 {
 		t.Errorf("executions after 20 concurrent retries = %d, want %d", n, before+1)
+	}
+}
+
+// TestExitCodes runs the command itself (this test binary, re-executed as
+// main) with --help, -h and a bad flag, and checks the exit codes.
+func TestExitCodes(t *testing.T) {
+	if os.Getenv("PAYMENTS_AS_MAIN") == "1" {
+		os.Args = append([]string{"payments"}, strings.Fields(os.Getenv("PAYMENTS_ARGS"))...)
+		main()
+		os.Exit(0) // main returned: the command's exit 0
+	}
+	t.Parallel()
+	for _, tc := range []struct {
+		args string
+		code int
+		want string
+	}{
+		{"--help", 0, "127.0.0.1:17400,127.0.0.1:17410,127.0.0.1:17420"},
+		{"-h", 0, "-cluster string"},
+		{"--no-such-flag", 2, "flag provided but not defined: -no-such-flag"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestExitCodes$")
+		cmd.Env = append(os.Environ(), "PAYMENTS_AS_MAIN=1", "PAYMENTS_ARGS="+tc.args)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %v", tc.args, err)
+		}
+		if code != tc.code || !strings.Contains(string(out), tc.want) {
+			t.Errorf("payments %s: exit %d, want %d, with %q in:\n%s", tc.args, code, tc.code, tc.want, out)
+		}
+	}
+}
+
+// TestComposeDocumented holds the README's compose section, and this
+// command's usage, to docker-compose.yml: every port it publishes is named
+// (gRPC and HTTP), and the commands use the `docker compose` spelling of
+// the file's own header.
+func TestComposeDocumented(t *testing.T) {
+	t.Parallel()
+	compose, err := os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(readme)
+	start := strings.Index(section, "`docker-compose.yml` runs")
+	end := strings.Index(section, "**Kubernetes.**")
+	if start < 0 || end < start {
+		t.Fatal("README.md has no compose section before **Kubernetes.**")
+	}
+	section = section[start:end]
+	// "127.0.0.1:${IDEMNODE_NODE1_GRPC_PORT-17400}:7400"
+	published := regexp.MustCompile(`"127\.0\.0\.1:\$\{IDEMNODE_NODE\d_(GRPC|HTTP)_PORT-(\d+)\}:\d+"`).FindAllStringSubmatch(string(compose), -1)
+	if len(published) != 6 {
+		t.Fatalf("docker-compose.yml publishes %d ports, want gRPC and HTTP of 3 nodes: %q", len(published), published)
+	}
+	var grpcAddrs []string
+	for _, p := range published {
+		addr := "127.0.0.1:" + p[2]
+		if !strings.Contains(section, addr) {
+			t.Errorf("the README's compose section does not name the %s port %s", p[1], addr)
+		}
+		if p[1] == "GRPC" {
+			grpcAddrs = append(grpcAddrs, addr)
+		}
+	}
+	if !strings.Contains(usageText, strings.Join(grpcAddrs, ",")) {
+		t.Errorf("the usage does not name the compose cluster %s", strings.Join(grpcAddrs, ","))
+	}
+	if !strings.Contains(string(compose), "docker compose -p idemnode up") {
+		t.Fatal("docker-compose.yml's header no longer says `docker compose -p idemnode up`")
+	}
+	for _, cmd := range []string{"docker compose -p idemnode up -d", "docker compose -p idemnode down -v"} {
+		if !strings.Contains(section, cmd) {
+			t.Errorf("the README's compose section lacks %q", cmd)
+		}
+	}
+	if regexp.MustCompile(`(?m)^[^#\n]*docker-compose -p`).MatchString(section) {
+		t.Errorf("the README's compose section runs docker-compose, not the header's docker compose:\n%s", section)
 	}
 }

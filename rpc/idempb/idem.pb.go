@@ -6,7 +6,9 @@
 
 // idem.v1 is the public API of idemnode: claim an idempotency key before a
 // side effect, complete it with the response after, and every retry is
-// answered from the stored record.
+// answered from the stored record. The contract (the data model, the limits,
+// the outcome of every operation in every state, the error reasons) is
+// docs/API.md in the repository.
 
 package idempb
 
@@ -27,9 +29,9 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Outcome is the answer of the state machine (DESIGN.md §2). Refusals such as
-// MISMATCH and FENCED are outcomes, not gRPC errors: the call succeeded and
-// the answer is "no".
+// Outcome is the answer of the state machine (docs/API.md, "Operations and
+// their outcomes"). Refusals such as MISMATCH and FENCED are outcomes, not
+// gRPC errors: the call succeeded and the answer is "no".
 type Outcome int32
 
 const (
@@ -146,6 +148,7 @@ func (State) EnumDescriptor() ([]byte, []int) {
 // Consistency of a read. LINEARIZABLE (the default) confirms leadership and
 // waits for the leader to apply everything committed before the read began;
 // STALE serves from the node's local state.
+// Other values are refused (InvalidArgument).
 type Consistency int32
 
 const (
@@ -192,8 +195,11 @@ func (Consistency) EnumDescriptor() ([]byte, []int) {
 	return file_idem_proto_rawDescGZIP(), []int{2}
 }
 
-// RecordId addresses a record. With authentication on, the server derives
-// the tenant from the caller's credentials.
+// RecordId addresses a record. tenant: 0-128 bytes of printable ASCII
+// without spaces (empty: the default tenant; with authentication on, the
+// server derives it from the caller's credentials). scope: 0-256 bytes of
+// printable UTF-8, spaces allowed. key: 1-255 bytes of printable ASCII.
+// (docs/API.md, "Data model".)
 type RecordId struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
@@ -254,6 +260,8 @@ func (x *RecordId) GetKey() string {
 	return ""
 }
 
+// Header is one stored response header: the name an HTTP token (RFC 9110
+// tchar), the value without CR, LF or NUL.
 type Header struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`

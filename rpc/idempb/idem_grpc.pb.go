@@ -6,7 +6,9 @@
 
 // idem.v1 is the public API of idemnode: claim an idempotency key before a
 // side effect, complete it with the response after, and every retry is
-// answered from the stored record.
+// answered from the stored record. The contract (the data model, the limits,
+// the outcome of every operation in every state, the error reasons) is
+// docs/API.md in the repository.
 
 package idempb
 
@@ -34,6 +36,9 @@ const (
 // IdempotencyClient is the client API for Idempotency service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Idempotency is the record API. Errors carry a google.rpc.ErrorInfo
+// (domain idemnode.io) whose reasons docs/API.md lists.
 type IdempotencyClient interface {
 	Claim(ctx context.Context, in *ClaimRequest, opts ...grpc.CallOption) (*ClaimResponse, error)
 	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
@@ -114,6 +119,9 @@ func (c *idempotencyClient) Wait(ctx context.Context, in *WaitRequest, opts ...g
 // IdempotencyServer is the server API for Idempotency service.
 // All implementations must embed UnimplementedIdempotencyServer
 // for forward compatibility.
+//
+// Idempotency is the record API. Errors carry a google.rpc.ErrorInfo
+// (domain idemnode.io) whose reasons docs/API.md lists.
 type IdempotencyServer interface {
 	Claim(context.Context, *ClaimRequest) (*ClaimResponse, error)
 	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
