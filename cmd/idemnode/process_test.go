@@ -256,7 +256,7 @@ func TestRecordsSurviveKill(t *testing.T) {
 
 	s.restart()
 	var replay claimJSON
-	s.cliJSON(0, &replay, with("claim", "--fingerprint", "c0ffee")...)
+	s.cliJSON(exitCompleted, &replay, with("claim", "--fingerprint", "c0ffee")...)
 	if replay.Outcome != "completed" || replay.Token != won.Token || replay.Response == nil {
 		t.Fatalf("claim after completion and kill = %+v, want completed with token %d", replay, won.Token)
 	}
