@@ -238,5 +238,7 @@ func noLeaderDetail(st *idempb.StatusResponse, m *idempb.MembersResponse) string
 	case voters-unreachable < voters/2+1:
 		return fmt.Sprintf("the cluster has no quorum (%d of %d nodes unreachable)", unreachable, voters)
 	}
-	return fmt.Sprintf("an election is running (%d of %d nodes reachable); safe to retry", voters-unreachable, voters)
+	// Gossip takes some seconds to notice a dead node: until then it is
+	// counted here as alive.
+	return fmt.Sprintf("none yet: an election may be running (gossip sees %d of %d nodes alive); safe to retry", voters-unreachable, voters)
 }

@@ -284,13 +284,58 @@ func TestNoLeaderDetail(t *testing.T) {
 		want string
 	}{
 		{members("alive", "dead", "suspect"), "the cluster has no quorum (2 of 3 nodes unreachable)"},
-		{members("alive", "alive", "dead"), "an election is running (2 of 3 nodes reachable); safe to retry"},
+		{members("alive", "alive", "dead"), "none yet: an election may be running (gossip sees 2 of 3 nodes alive); safe to retry"},
 		{&idempb.MembersResponse{Members: []*idempb.Member{{Id: "n1", State: "alive"}}}, "the cluster has not formed yet"},
 		{nil, "none is known at this node; safe to retry"},
 	} {
 		if got := noLeaderDetail(st, tc.m); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("noLeaderDetail(%v) = %q, want %q", tc.m, got, tc.want)
 		}
+	}
+}
+
+// TestStatusPrintsEveryField: status in text prints every field, zeros
+// included, on a node that holds no record yet.
+func TestStatusPrintsEveryField(t *testing.T) {
+	t.Parallel()
+	s := mustServer(t)
+	stdout, stderr, code := cli(t, "status", "--addr", s.grpc)
+	var names []string
+	for _, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
+		name, _, _ := strings.Cut(line, ": ")
+		names = append(names, name)
+	}
+	want := "node_id state leader_id leader_addr term commit_index applied_index records digest fsm_time"
+	if code != exitOK || strings.Join(names, " ") != want || !strings.Contains(stdout, "\nrecords: 0\n") {
+		t.Errorf("status: exit %d, stderr %q, stdout:\n%s\nwant the fields %s, with records: 0", code, stderr, stdout, want)
+	}
+}
+
+// TestGetSaysLeaseLapsed: get of a PENDING record whose lease has run out
+// says so (and exits 0: the record exists); a live lease says nothing.
+func TestGetSaysLeaseLapsed(t *testing.T) {
+	t.Parallel()
+	s := mustServer(t)
+	var won claimJSON
+	s.cliJSON(exitOK, &won, "claim", "--key", "short", "--lease", "1s", "--owner", "o")
+	s.cliJSON(exitOK, &won, "claim", "--key", "long", "--lease", "1m", "--owner", "o")
+	testutil.WaitFor(t, 10*time.Second, "get to say the lease lapsed", func() bool {
+		stdout, _, code := cli(t, "get", "--addr", s.grpc, "--key", "short")
+		return code == exitOK && strings.Contains(stdout, "\n  lease_lapsed: true\n") &&
+			strings.Contains(stdout, "\nnote: the lease lapsed ") && strings.Contains(stdout, "the next claim takes the key over\n")
+	})
+	var got struct {
+		Record struct {
+			LeaseLapsed bool `json:"lease_lapsed"`
+		} `json:"record"`
+		Note string `json:"note"`
+	}
+	s.cliJSON(exitOK, &got, "get", "--key", "short")
+	if !got.Record.LeaseLapsed || got.Note == "" {
+		t.Errorf("get -o json of a lapsed lease = %+v, want lease_lapsed and a note", got)
+	}
+	if stdout, _, _ := cli(t, "get", "--addr", s.grpc, "--key", "long"); strings.Contains(stdout, "lapsed") {
+		t.Errorf("get of a live lease says it lapsed:\n%s", stdout)
 	}
 }
 

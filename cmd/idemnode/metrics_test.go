@@ -48,7 +48,7 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 	s.cliJSON(exitHeld, &again, "claim", "--key", "m0", "--fingerprint", "aa", "--owner", "o2") // in progress
 	s.cliJSON(0, &again, "complete", "--key", "m2", "--token", strconv.FormatUint(won.Token, 10))
 	s.cliJSON(exitCompleted, &again, "claim", "--key", "m2", "--fingerprint", "aa", "--owner", "o3") // completed
-	s.cliJSON(1, &again, "claim", "--key", "m2", "--fingerprint", "bb", "--owner", "o4") // mismatch
+	s.cliJSON(1, &again, "claim", "--key", "m2", "--fingerprint", "bb", "--owner", "o4")             // mismatch
 
 	m := scrape(t, s)
 	want := map[string]float64{
