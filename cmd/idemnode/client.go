@@ -285,7 +285,7 @@ func newClaimCmd() *cobra.Command {
 	fl.StringVar(&owner, "owner", "", "claim nonce, reused on retries of this claim (default: random)")
 	fl.DurationVar(&lease, "lease", 0, "lease (default 30s)")
 	fl.DurationVar(&ttl, "ttl", 0, "time to keep the record (default 24h)")
-	fl.DurationVar(&wait, "wait", 0, "wait this long for an in-flight holder to finish (--timeout then defaults to the wait plus 5s)")
+	fl.DurationVar(&wait, "wait", 0, "wait this long for an in-flight holder to finish (--timeout then defaults to the wait plus 5s, at least 10s)")
 	return cmd
 }
 
