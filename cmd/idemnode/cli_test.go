@@ -113,6 +113,10 @@ func TestCLIExitCodeTable(t *testing.T) {
 				tc.name, strings.Join(args, " "), code, stdout, stderr, tc.code, tc.stdout)
 		}
 	}
+	// A rate limit is not dodged by asking the next node of --addr.
+	if stdout, _, code := cli(t, op("claim", "q4", "--addr", limited.grpc+","+s.grpc, "-o", "json")...); code != exitRetry || !strings.Contains(stdout, `"RATE_LIMITED"`) {
+		t.Errorf("a rate-limited claim with another node in --addr: exit %d, stdout %q; want 5, RATE_LIMITED", code, stdout)
+	}
 	// Text output says the same, with the same code.
 	if stdout, _, code := cli(t, op("claim", "k", "--addr", s.grpc, "--fingerprint", "bb")...); code != exitRefused || stdout != "outcome: mismatch\n" {
 		t.Errorf("text mismatch: exit %d, stdout %q", code, stdout)

@@ -158,7 +158,9 @@ func (c *clientFlags) call(ctx context.Context, fn func(context.Context, *grpc.C
 			return err
 		}
 		f := failureOf(err, addr, c.timeout)
-		if i < len(addrs)-1 && f.exit == exitRetry && callCtx.Err() == nil && (!reached || !c.once) {
+		// Unavailable only: a rate limit (also exit 5) is not to be dodged
+		// by asking the next node.
+		if i < len(addrs)-1 && f.code == codeName(codes.Unavailable) && callCtx.Err() == nil && (!reached || !c.once) {
 			earlier = append(earlier, f.message)
 			conn.Close()
 			continue
