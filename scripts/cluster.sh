@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Runs a local idemnode cluster on loopback addresses 127.0.0.11, .12, ...
 #   scripts/cluster.sh up [N]      build, start N nodes (default 3), wait for a leader
-#   scripts/cluster.sh status      show every node's status
-#   scripts/cluster.sh down        stop exactly the processes `up` started
+#   scripts/cluster.sh status      show every node's status ("not running" for a stopped one)
+#   scripts/cluster.sh stop I      stop node I with SIGTERM (a leader hands over first)
+#   scripts/cluster.sh kill I      stop node I with SIGKILL, as a crash would
+#   scripts/cluster.sh start I     start node I again on its data dir, with its command line
+#   scripts/cluster.sh down        stop exactly the processes `up` and `start` started
+# stop, kill and start are for trying failover by hand, e.g.
+#   scripts/cluster.sh kill 1; ./idemnode claim --addr 127.0.0.11:7400,127.0.0.12:7400 --key k
 # Data and logs live under ./idemnode-cluster/ (IDEMNODE_CLUSTER_DIR overrides).
 # The nodes run with --insecure: plaintext, on loopback only (docs/SECURITY.md
 # shows a cluster with TLS).
@@ -14,6 +19,54 @@ bin="$dir/bin/idemnode"
 
 ip_of() { echo "127.0.0.$((10 + $1))"; }
 
+# ours PID: whether PID is still an idemnode this script started.
+ours() { [[ "$(readlink "/proc/$1/exe" 2>/dev/null)" == "$bin" ]]; }
+
+# running I: whether node I runs (its pid file names a live process of ours).
+running() { [[ -e "$dir/node$1/pid" ]] && ours "$(cat "$dir/node$1/pid")"; }
+
+# start_node I N: starts node I of N in the background.
+start_node() {
+	local i=$1 n=$2 ip j peers=()
+	ip=$(ip_of "$i")
+	mkdir -p "$dir/node$i"
+	for j in $(seq 1 "$n"); do (( j == i )) || peers+=("$(ip_of "$j"):7402"); done
+	peers=$(IFS=,; echo "${peers[*]}")
+	# Every node runs the same command line but for its own addresses.
+	nohup "$bin" serve --node-id "node$i" --data-dir "$dir/node$i/data" \
+		--grpc-addr "$ip:7400" --raft-addr "$ip:7401" --gossip-addr "$ip:7402" --http-addr "$ip:7403" \
+		--bootstrap-expect "$n" ${peers:+--join "$peers"} --insecure \
+		>>"$dir/node$i/log" 2>&1 &
+	echo $! >"$dir/node$i/pid"
+}
+
+# stop_node I SIGNAL: stops node I, waiting up to 10 s for it to exit.
+stop_node() {
+	local i=$1 sig=$2 f="$dir/node$1/pid" pid
+	[[ -e "$f" ]] || return 0
+	pid=$(cat "$f")
+	if ours "$pid"; then
+		kill "-$sig" "$pid" 2>/dev/null || true
+		for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	rm -f "$f"
+}
+
+# size: the N of `up`.
+size() {
+	[[ -e "$dir/size" ]] || { echo "cluster.sh: no cluster under $dir (scripts/cluster.sh up first)" >&2; exit 1; }
+	cat "$dir/size"
+}
+
+# node_arg I: checks that I names a node of the cluster.
+node_arg() {
+	local n; n=$(size)
+	if [[ ! "${1:-}" =~ ^[0-9]+$ ]] || (( $1 < 1 || $1 > n )); then
+		echo "cluster.sh: want a node number from 1 to $n, got '${1:-}'" >&2; exit 2
+	fi
+}
+
 up() {
 	local n="${1:-3}"
 	if [[ ! "$n" =~ ^[0-9]+$ ]] || (( n < 1 || n > 9 )) || (( n % 2 == 0 )); then
@@ -24,25 +77,19 @@ up() {
 	fi
 	mkdir -p "$dir/bin"
 	go build -o "$bin" ./cmd/idemnode
+	echo "$n" >"$dir/size"
 	for i in $(seq 1 "$n"); do
-		local ip; ip=$(ip_of "$i")
-		mkdir -p "$dir/node$i"
-		local peers=() j
-		for j in $(seq 1 "$n"); do (( j == i )) || peers+=("$(ip_of "$j"):7402"); done
-		peers=$(IFS=,; echo "${peers[*]}")
-		# Every node runs the same command line but for its own addresses.
-		nohup "$bin" serve --node-id "node$i" --data-dir "$dir/node$i/data" \
-			--grpc-addr "$ip:7400" --raft-addr "$ip:7401" --gossip-addr "$ip:7402" --http-addr "$ip:7403" \
-			--bootstrap-expect "$n" ${peers:+--join "$peers"} --insecure \
-			>"$dir/node$i/log" 2>&1 &
-		echo $! >"$dir/node$i/pid"
+		mkdir -p "$dir/node$i" && : >"$dir/node$i/log" # a fresh log per `up`; start appends
+		start_node "$i" "$n"
 	done
 	for _ in $(seq 1 150); do
 		for i in $(seq 1 "$n"); do
 			if "$bin" status --addr "$(ip_of "$i"):7400" -o json 2>/dev/null | grep -q '"state":"leader"'; then
 				echo "cluster of $n up; leader is node$i at $(ip_of "$i"):7400"
-				echo "try:  $bin claim --addr $(ip_of 1):7400 --key demo-1 --fingerprint 01 -o json"
-				echo "logs: $dir/node*/log   stop: scripts/cluster.sh down"
+				local addrs=() j
+				for j in $(seq 1 "$n"); do addrs+=("$(ip_of "$j"):7400"); done
+				echo "try:  $bin claim --addr $(IFS=,; echo "${addrs[*]}") --key demo-1 --fingerprint 01 -o json"
+				echo "logs: $dir/node*/log   one node: scripts/cluster.sh stop|kill|start I   all: scripts/cluster.sh down"
 				return 0
 			fi
 		done
@@ -53,32 +100,49 @@ up() {
 }
 
 status() {
-	for f in "$dir"/node*/pid; do
-		[[ -e "$f" ]] || { echo "no cluster under $dir"; return 0; }
-		local i; i=$(basename "$(dirname "$f")"); i=${i#node}
-		echo "== node$i (pid $(cat "$f"))"
-		"$bin" status --addr "$(ip_of "$i"):7400" --timeout 2s || true
+	[[ -e "$dir/size" ]] || { echo "no cluster under $dir"; return 0; }
+	local i
+	for i in $(seq 1 "$(size)"); do
+		if running "$i"; then
+			echo "== node$i (pid $(cat "$dir/node$i/pid"))"
+			"$bin" status --addr "$(ip_of "$i"):7400" --timeout 2s || true
+		else
+			echo "== node$i: not running (scripts/cluster.sh start $i; log: $dir/node$i/log)"
+		fi
 	done
 }
 
+start() {
+	node_arg "$1"
+	if running "$1"; then echo "cluster.sh: node$1 is already running" >&2; exit 1; fi
+	start_node "$1" "$(size)"
+	echo "node$1 started (pid $(cat "$dir/node$1/pid")) at $(ip_of "$1"):7400; log: $dir/node$1/log"
+}
+
+stop() {
+	node_arg "$1"
+	if ! running "$1"; then echo "node$1 is not running"; rm -f "$dir/node$1/pid"; return 0; fi
+	stop_node "$1" "$2"
+	echo "node$1 stopped ($2)"
+}
+
 down() {
+	local f i
 	for f in "$dir"/node*/pid; do
 		[[ -e "$f" ]] || continue
-		local pid; pid=$(cat "$f")
-		# Only signal the process if it is still the idemnode we started.
-		if [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$bin" ]]; then
-			kill -TERM "$pid" 2>/dev/null || true
-			for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-			kill -KILL "$pid" 2>/dev/null || true
-		fi
-		rm -f "$f"
+		i=$(basename "$(dirname "$f")"); i=${i#node}
+		stop_node "$i" TERM
 	done
+	rm -f "$dir/size"
 	echo "cluster down (data kept in $dir; remove it for a fresh cluster)"
 }
 
 case "${1:-}" in
 	up) up "${2:-3}" ;;
 	status) status ;;
+	start) start "${2:-}" ;;
+	stop) stop "${2:-}" TERM ;;
+	kill) stop "${2:-}" KILL ;;
 	down) down ;;
-	*) echo "usage: scripts/cluster.sh up [N] | status | down" >&2; exit 2 ;;
+	*) echo "usage: scripts/cluster.sh up [N] | status | start I | stop I | kill I | down" >&2; exit 2 ;;
 esac

@@ -12,7 +12,11 @@ keep="${2:-}"
 ctx=$(mktemp -d /tmp/idemnode-image.XXXXXX)
 trap 'rm -rf "$ctx"' EXIT
 mkdir "$ctx/data"
-CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags='-s -w' -o "$ctx/idemnode" ./cmd/idemnode
+# The commit `idemnode version` prints (the go command's own VCS stamp may
+# be off, e.g. GOFLAGS=-buildvcs=false); "-modified" when the tree is not clean.
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || commit+=-modified
+CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w -X main.commit=$commit" -o "$ctx/idemnode" ./cmd/idemnode
 # The legacy builder warns that it is deprecated; the build itself needs nothing else.
 docker build --quiet -f Dockerfile -t "$tag" "$ctx" >/dev/null 2>"$ctx/build.err" || { cat "$ctx/build.err" >&2; exit 1; }
 if [[ -n "$keep" ]]; then cp "$ctx/idemnode" "$keep"; fi

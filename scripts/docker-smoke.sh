@@ -119,11 +119,12 @@ printf '{"amount":999}' >"$work/other.json"
 want_body=$(base64 -w0 <"$work/response.json")
 
 claim() { # claim NODE REQUEST_FILE: prints the JSON answer; exit code as the CLI's
-	"$bin" claim --addr "${grpc[$1]}" "${ids[@]}" --request-file "$2" --timeout 15s -o json
+	"$bin" claim --addr "${grpc[$1]}" "${ids[@]}" --request-file "$2" --owner "smoke-$id" --timeout 15s -o json
 }
-expect_replay() { # expect_replay NODE: the completed record, byte for byte
-	local out
-	out=$(claim "$1" "$work/request.json") || die "replay through $1: $out"
+expect_replay() { # expect_replay NODE: the completed record, byte for byte (exit 4: completed)
+	local out rc=0
+	out=$(claim "$1" "$work/request.json") || rc=$?
+	((rc == 4)) || die "replay through $1 exited $rc, want 4 (completed): $out"
 	[[ "$(jq -r .outcome <<<"$out")" == completed ]] || die "replay through $1: $out"
 	[[ "$(jq -r .response.body_base64 <<<"$out")" == "$want_body" ]] || die "replay through $1 changed the body: $out"
 	[[ "$(jq -r .response.status <<<"$out")" == 201 ]] || die "replay through $1 changed the status: $out"
@@ -145,7 +146,9 @@ for n in "${followers[@]}"; do
 	say "replay through follower $n (forwarded to the leader)"
 	expect_replay "$n"
 done
-if out=$(claim "${followers[0]}" "$work/other.json"); then die "a different request under the same key was accepted: $out"; fi
+rc=0
+out=$(claim "${followers[0]}" "$work/other.json") || rc=$?
+((rc == 1)) || die "a different request under the same key exited $rc, want 1 (mismatch): $out"
 [[ "$(jq -r .outcome <<<"$out")" == mismatch ]] || die "expected mismatch: $out"
 
 cid=$(dc ps -q "$leader" | tr -d '\r')

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
@@ -32,9 +34,10 @@ type serverView struct {
 func newMembersCmd() *cobra.Command {
 	var c clientFlags
 	cmd := &cobra.Command{
-		Use:   "members",
-		Short: "Show the gossip members and the Raft voters as one node sees them",
-		Args:  cobra.NoArgs,
+		Use:     "members",
+		Short:   "Show the gossip members and the Raft voters as one node sees them",
+		Example: "  idemnode members --addr 127.0.0.11:7400 -o json",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.check(false); err != nil {
 				return err
@@ -80,11 +83,12 @@ func (c *clientFlags) printMembers(out *idempb.MembersResponse) error {
 }
 
 func newRemoveMemberCmd() *cobra.Command {
-	var c clientFlags
+	c := clientFlags{once: true}
 	cmd := &cobra.Command{
-		Use:   "remove-member ID",
-		Short: "Remove a server from the Raft configuration",
-		Args:  cobra.ExactArgs(1),
+		Use:     "remove-member ID",
+		Short:   "Remove a server from the Raft configuration",
+		Example: "  idemnode remove-member node3 --addr 127.0.0.11:7400,127.0.0.12:7400",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := c.check(false); err != nil {
 				return err
@@ -101,27 +105,64 @@ func newRemoveMemberCmd() *cobra.Command {
 	return cmd
 }
 
+// transferView is the answer of transfer-leadership: the new leader.
+type transferView struct {
+	Outcome    string `json:"outcome"`
+	LeaderID   string `json:"leader_id"`
+	LeaderAddr string `json:"leader_addr"`
+}
+
 func newTransferLeadershipCmd() *cobra.Command {
-	var c clientFlags
+	c := clientFlags{once: true}
 	var to string
 	cmd := &cobra.Command{
 		Use:   "transfer-leadership",
-		Short: "Hand leadership to another server (--to ID, or the most up-to-date follower)",
-		Args:  cobra.NoArgs,
+		Short: "Hand leadership to another server (--to ID, or the most up-to-date follower); prints the new leader",
+		Example: `  idemnode transfer-leadership --addr 127.0.0.11:7400 --to node2
+  # outcome: ok, then leader_id and leader_addr of the new leader`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.check(false); err != nil {
 				return err
 			}
 			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				req := &idempb.TransferLeadershipRequest{Id: to}
-				if _, err := idempb.NewAdminClient(conn).TransferLeadership(ctx, req); err != nil {
+				admin := idempb.NewAdminClient(conn)
+				before, err := admin.Status(ctx, &idempb.StatusRequest{})
+				if err != nil {
 					return err
 				}
-				return c.print(outcomeView{Outcome: "ok"}, idempb.Outcome_OUTCOME_OK)
+				if _, err := admin.TransferLeadership(ctx, &idempb.TransferLeadershipRequest{Id: to}); err != nil {
+					return err
+				}
+				st, err := awaitNewLeader(ctx, admin, before.GetLeaderId(), to)
+				if err != nil {
+					return err
+				}
+				return c.print(transferView{Outcome: "ok", LeaderID: st.GetLeaderId(), LeaderAddr: st.GetLeaderAddr()}, idempb.Outcome_OUTCOME_OK)
 			})
 		},
 	}
 	c.register(cmd, false)
 	cmd.Flags().StringVar(&to, "to", "", "id of the new leader")
 	return cmd
+}
+
+// awaitNewLeader asks the node until it knows a leader other than old (the
+// one named by to, if given): the transfer returns once the old leader has
+// stepped down, a moment before the node hears of the new one.
+func awaitNewLeader(ctx context.Context, admin idempb.AdminClient, old, to string) (*idempb.StatusResponse, error) {
+	for {
+		st, err := admin.Status(ctx, &idempb.StatusRequest{})
+		if err != nil {
+			return nil, err
+		}
+		if id := st.GetLeaderId(); id != "" && id != old && (to == "" || id == to) {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

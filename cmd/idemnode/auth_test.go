@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,7 +79,7 @@ func TestServeWithAuth(t *testing.T) {
 	s := mustServer(t, "--auth", "--auth-tokens-file", tokensFile, "--tenant-max-keys", "2", "--tenant-claim-rate", "1000")
 	id := []string{"--scope", "POST /v1/charges", "--key", "k1"}
 
-	if _, stderr, code := cli(t, append([]string{"get", "--addr", s.grpc}, id...)...); code != 1 || !strings.Contains(stderr, "Unauthenticated") {
+	if _, stderr, code := cli(t, append([]string{"get", "--addr", s.grpc}, id...)...); code != exitDenied || !strings.Contains(stderr, "idemnode: not authenticated: ") {
 		t.Fatalf("get without a token: exit %d, stderr %q", code, stderr)
 	}
 	var won claimJSON
@@ -88,21 +89,29 @@ func TestServeWithAuth(t *testing.T) {
 	if won.Outcome != "won" || got.Record == nil || got.Record.Token != won.Token {
 		t.Fatalf("claim %+v then get %+v: want acme's record", won, got)
 	}
-	if _, stderr, code := cli(t, append([]string{"get", "--addr", s.grpc, "--auth-token", acme, "--tenant", "globex"}, id...)...); code != 1 ||
-		!strings.Contains(stderr, "PermissionDenied") {
+	if _, stderr, code := cli(t, append([]string{"get", "--addr", s.grpc, "--auth-token", acme, "--tenant", "globex"}, id...)...); code != exitDenied ||
+		!strings.Contains(stderr, "idemnode: permission denied: ") {
 		t.Fatalf("get naming another tenant: exit %d, stderr %q", code, stderr)
 	}
 	s.cliJSON(0, &won, "claim", "--auth-token", acme, "--key", "k2")
-	if _, stderr, code := cli(t, "claim", "--addr", s.grpc, "--auth-token", acme, "--key", "k3"); code != 1 ||
-		!strings.Contains(stderr, "ResourceExhausted") || !strings.Contains(stderr, "quota of 2") {
+	if _, stderr, code := cli(t, "claim", "--addr", s.grpc, "--auth-token", acme, "--key", "k3"); code != exitDenied ||
+		!strings.Contains(stderr, "idemnode: quota exceeded: ") || !strings.Contains(stderr, "quota of 2") {
 		t.Fatalf("a claim past the key quota: exit %d, stderr %q", code, stderr)
 	}
 
 	var tenantView, adminView map[string]any
 	s.cliJSON(0, &tenantView, "status", "--auth-token", acme)
 	s.cliJSON(0, &adminView, "status", "--auth-token-file", opsFile)
-	if tenantView["digest"] != "" || adminView["digest"] == "" || tenantView["state"] != "leader" {
-		t.Fatalf("status for a tenant %v, for an admin %v: want the digest for the admin only", tenantView, adminView)
+	if _, ok := tenantView["digest"]; ok || adminView["digest"] == "" || tenantView["state"] != "leader" ||
+		fmt.Sprint(tenantView["redacted"]) != "[term commit_index applied_index records digest fsm_time]" || adminView["redacted"] != nil {
+		t.Fatalf("status for a tenant %v, for an admin %v: want the digest for the admin only, the rest redacted for the tenant", tenantView, adminView)
+	}
+	if stdout, _, code := cli(t, "status", "--addr", s.grpc, "--auth-token", acme); code != exitOK ||
+		!strings.Contains(stdout, "state: leader\n") || !strings.Contains(stdout, "records: redacted\n") || !strings.Contains(stdout, "applied_index: redacted\n") {
+		t.Fatalf("status in text for a tenant: exit %d\n%s\nwant the state, and records and applied_index redacted", code, stdout)
+	}
+	if _, stderr, code := cli(t, "members", "--addr", s.grpc, "--auth-token", acme); code != exitDenied || !strings.Contains(stderr, "permission denied") {
+		t.Fatalf("members for a tenant: exit %d, stderr %q; want 6, permission denied", code, stderr)
 	}
 
 	// Rotate acme's token: the new one works after SIGHUP, the old one stops.
@@ -114,8 +123,8 @@ func TestServeWithAuth(t *testing.T) {
 		_, _, code := cli(t, append([]string{"get", "--addr", s.grpc, "--auth-token", rotated}, id...)...)
 		return code == 0
 	})
-	if _, stderr, code := cli(t, append([]string{"get", "--addr", s.grpc, "--auth-token", acme}, id...)...); code != 1 ||
-		!strings.Contains(stderr, "Unauthenticated") {
+	if _, stderr, code := cli(t, append([]string{"get", "--addr", s.grpc, "--auth-token", acme}, id...)...); code != exitDenied ||
+		!strings.Contains(stderr, "not authenticated") {
 		t.Fatalf("the old token after rotation: exit %d, stderr %q", code, stderr)
 	}
 	// A broken file on SIGHUP keeps the tokens in use.

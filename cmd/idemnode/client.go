@@ -6,13 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -22,6 +25,7 @@ import (
 
 // clientFlags are shared by every client subcommand.
 type clientFlags struct {
+	// addr is one gRPC address or several, comma-separated, tried in order.
 	addr    string
 	tenant  string
 	scope   string
@@ -30,15 +34,25 @@ type clientFlags struct {
 	timeout time.Duration
 	// consistency of reads: linearizable or stale.
 	consistencyName string
-	auth            clientAuth
-	tls             clientTLS
+	// once marks a call that must not be sent to a second node after the
+	// first one received it (it is not idempotent: transfer-leadership).
+	once  bool
+	auth  clientAuth
+	tls   clientTLS
+	flags *pflag.FlagSet
 }
+
+// defaultTimeout bounds a call whose --timeout is not given (and that does
+// not wait: see waitTimeout).
+const defaultTimeout = 10 * time.Second
 
 func (c *clientFlags) register(cmd *cobra.Command, withKey bool) {
 	fl := cmd.Flags()
-	fl.StringVar(&c.addr, "addr", "127.0.0.1:7400", "gRPC address of any idemnode server")
+	c.flags = fl
+	fl.StringVar(&c.addr, "addr", "127.0.0.1:7400",
+		"gRPC addresses of idemnode servers, comma-separated, tried in order until one answers")
 	fl.StringVarP(&c.output, "output", "o", "text", "output format: text or json")
-	fl.DurationVar(&c.timeout, "timeout", 10*time.Second, "deadline of the call")
+	fl.DurationVar(&c.timeout, "timeout", defaultTimeout, "deadline of the whole call, every --addr tried included")
 	c.auth.register(fl)
 	c.tls.register(fl)
 	if withKey {
@@ -77,28 +91,127 @@ func (c *clientFlags) check(needKey bool) error {
 	if c.consistencyName != "" && c.consistencyName != "linearizable" && c.consistencyName != "stale" {
 		return fmt.Errorf("--consistency must be linearizable or stale, got %q", c.consistencyName)
 	}
-	return nil
+	_, err := c.addrs()
+	return err
 }
 
-// call dials the server and runs fn within the timeout; a failure to reach
-// the server or a server-side failure is a runtime error, an InvalidArgument
-// answer is a usage error (the input was bad).
-func (c *clientFlags) call(ctx context.Context, fn func(context.Context, *grpc.ClientConn) error) error {
-	conn, err := c.dial(c.addr)
-	if err != nil {
-		return fmt.Errorf("--addr %q: %w", c.addr, err)
+// addrs splits --addr into its endpoints.
+func (c *clientFlags) addrs() ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(c.addr, ",") {
+		a = strings.TrimSpace(a)
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("--addr %q: want host:port[,host:port...]: %w", c.addr, err)
+		}
+		out = append(out, a)
 	}
-	defer conn.Close()
+	return out, nil
+}
+
+// waitTimeout sets the deadline of a call that waits up to wait on the
+// server: without --timeout, the wait plus 5 s for the answer (and never
+// less than the default); with it, --timeout as given.
+func (c *clientFlags) waitTimeout(wait, atLeast time.Duration) {
+	if !c.flags.Changed("timeout") {
+		c.timeout = max(atLeast, wait+5*time.Second)
+	}
+}
+
+// waitWithin is the longest server-side wait whose answer still arrives
+// within --timeout: a wait longer than that is cut, so the call ends in
+// time with the record as it then is, not with a timeout.
+func (c *clientFlags) waitWithin(wait time.Duration) time.Duration {
+	room := c.timeout - explainReserve(c.timeout)
+	return max(0, min(wait, room-min(time.Second, room/4)))
+}
+
+// explainReserve is the part of --timeout kept back from the call itself,
+// so a failure can still be explained (explainNoLeader) in time.
+func explainReserve(timeout time.Duration) time.Duration {
+	return min(500*time.Millisecond, timeout/4)
+}
+
+// call runs fn against the endpoints of --addr in order, within --timeout
+// in all. It moves on to the next endpoint when one cannot be reached, or
+// (for idempotent calls, which all idemnode data calls are) when it answers
+// Unavailable. fn's errors that are not gRPC statuses (the answer printed
+// with its exit code, a local failure) are returned as they are; a gRPC
+// failure becomes a callError that says what happened.
+func (c *clientFlags) call(ctx context.Context, fn func(context.Context, *grpc.ClientConn) error) error {
+	addrs, err := c.addrs()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	err = fn(ctx, conn)
-	if st, ok := status.FromError(err); ok && st.Code() == codes.InvalidArgument {
-		return fmt.Errorf("invalid input: %s", st.Message())
+	callCtx, cancelCall := context.WithTimeout(ctx, c.timeout-explainReserve(c.timeout))
+	defer cancelCall()
+	var earlier []string
+	for i, addr := range addrs {
+		conn, err := c.dial(addr)
+		if err != nil {
+			return fmt.Errorf("--addr %q: %w", addr, err)
+		}
+		reached, err := tryEndpoint(callCtx, conn, fn, len(addrs)-i)
+		if _, isStatus := status.FromError(err); err == nil || !isStatus {
+			conn.Close()
+			return err
+		}
+		f := failureOf(err, addr, c.timeout)
+		// Unavailable only: a rate limit (also exit 5) is not to be dodged
+		// by asking the next node.
+		if i < len(addrs)-1 && f.code == codeName(codes.Unavailable) && callCtx.Err() == nil && (!reached || !c.once) {
+			earlier = append(earlier, f.message)
+			conn.Close()
+			continue
+		}
+		explainNoLeader(ctx, f, conn)
+		c.tls.explainRefusal(ctx, f, addr)
+		conn.Close()
+		if len(earlier) > 0 && f.exit == exitRetry { // every endpoint failed
+			f.message = strings.Join(append(earlier, f.message), "; ")
+		}
+		return f
 	}
-	if err != nil {
-		return runtimeError{err}
+	panic("unreachable: addrs is never empty")
+}
+
+// tryEndpoint runs fn on conn. When other endpoints are left it first
+// waits for the connection, at most its share of the time left, so a node
+// that does not answer at all (a dead host) leaves time for the next.
+// reached says whether the connection was up when fn ran.
+func tryEndpoint(ctx context.Context, conn *grpc.ClientConn, fn func(context.Context, *grpc.ClientConn) error, left int) (reached bool, err error) {
+	if left == 1 {
+		return true, fn(ctx, conn)
 	}
-	return nil
+	deadline, _ := ctx.Deadline()
+	share := time.Until(deadline) / time.Duration(left)
+	connectCtx, cancel := context.WithTimeout(ctx, share)
+	state := waitReady(connectCtx, conn)
+	cancel()
+	switch state {
+	case connectivity.Ready:
+		return true, fn(ctx, conn)
+	case connectivity.TransientFailure:
+		// Fails at once, with the reason the connection failed.
+		return false, fn(ctx, conn)
+	}
+	return false, status.Errorf(codes.Unavailable, "i/o timeout: no connection within %s", share.Round(time.Millisecond))
+}
+
+// waitReady connects conn and returns its state once it is up, has failed,
+// or ctx ends.
+func waitReady(ctx context.Context, conn *grpc.ClientConn) connectivity.State {
+	conn.Connect()
+	for {
+		s := conn.GetState()
+		if s == connectivity.Ready || s == connectivity.TransientFailure || s == connectivity.Shutdown {
+			return s
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return conn.GetState()
+		}
+	}
 }
 
 // dial connects to addr with the credentials of the flags.
@@ -123,6 +236,7 @@ func (c *clientFlags) dialWith(addr string, creds credentials.TransportCredentia
 func addClientCommands(root *cobra.Command) {
 	root.AddCommand(newClaimCmd(), newCompleteCmd(), newReleaseCmd(), newExtendCmd(),
 		newGetCmd(), newWaitCmd(), newStatusCmd(), newMembersCmd(), newRemoveMemberCmd(), newTransferLeadershipCmd(), newSnapshotCmd())
+	withExitCodes(root)
 }
 
 func newClaimCmd() *cobra.Command {
@@ -132,7 +246,11 @@ func newClaimCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "claim",
 		Short: "Claim a key before running a side effect; prints the token when it wins",
-		Args:  cobra.NoArgs,
+		Example: `  idemnode claim --tenant acme --scope 'POST /v1/charges' --key order-42 --request-file request.json
+  # exit 0: won, run the side effect, then complete with the token; 4: completed, the
+  # stored response is printed; 3: in progress elsewhere (or add --wait 10s); 5: retry
+  # with the same --owner`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.check(true); err != nil {
 				return err
@@ -142,12 +260,14 @@ func newClaimCmd() *cobra.Command {
 				return err
 			}
 			if owner == "" {
+				// Said before the call: after a timeout (exit 5), the
+				// retry needs it to get this claim back.
 				owner = newOwner()
+				fmt.Fprintf(os.Stderr, "idemnode: claim owner %s (generated: pass --owner %s to retry this same claim)\n", owner, owner)
 			}
-			// As for wait: the call's own deadline leaves room for the
-			// server's answer at the end of the wait.
 			if wait > 0 {
-				c.timeout = max(c.timeout, wait+5*time.Second)
+				c.waitTimeout(wait, defaultTimeout)
+				wait = max(time.Millisecond, c.waitWithin(wait))
 			}
 			req := &idempb.ClaimRequest{Id: c.id(), Fingerprint: fp, Owner: owner,
 				Lease: optDuration(lease), Ttl: optDuration(ttl), Wait: optDuration(wait)}
@@ -167,7 +287,7 @@ func newClaimCmd() *cobra.Command {
 	fl.StringVar(&owner, "owner", "", "claim nonce, reused on retries of this claim (default: random)")
 	fl.DurationVar(&lease, "lease", 0, "lease (default 30s)")
 	fl.DurationVar(&ttl, "ttl", 0, "time to keep the record (default 24h)")
-	fl.DurationVar(&wait, "wait", 0, "wait this long for an in-flight holder to finish")
+	fl.DurationVar(&wait, "wait", 0, "wait this long for an in-flight holder to finish (--timeout then defaults to the wait plus 5s, at least 10s)")
 	return cmd
 }
 
@@ -214,7 +334,10 @@ func newCompleteCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "complete",
 		Short: "Store the response of a claimed key",
-		Args:  cobra.NoArgs,
+		Example: `  idemnode complete --tenant acme --scope 'POST /v1/charges' --key order-42 --token 262144 \
+    --status 201 --header 'Content-Type: application/json' --body-file response.json
+  # exit 0: stored (or already stored by this token); 1: fenced (the lease was lost) or not_found`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.check(true); err != nil {
 				return err
@@ -275,7 +398,9 @@ func newReleaseCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "release",
 		Short: "Release a claimed key after a transient failure, so a retry re-executes",
-		Args:  cobra.NoArgs,
+		Example: `  idemnode release --tenant acme --scope 'POST /v1/charges' --key order-42 --token 262144
+  # exit 0: released (or already gone); 1: fenced (another claim holds it now)`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.check(true); err != nil {
 				return err
@@ -302,7 +427,9 @@ func newExtendCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "extend",
 		Short: "Extend the lease of a claimed key",
-		Args:  cobra.NoArgs,
+		Example: `  idemnode extend --tenant acme --scope 'POST /v1/charges' --key order-42 --token 262144 --lease 2m
+  # exit 0: extended; 1: fenced (the lease was lost: stop) or not_found`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.check(true); err != nil {
 				return err
@@ -330,7 +457,9 @@ func newGetCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get",
 		Short: "Show the record of a key",
-		Args:  cobra.NoArgs,
+		Example: `  idemnode get --tenant acme --scope 'POST /v1/charges' --key order-42 -o json
+  # exit 0: the record is printed (a pending one whose lease lapsed says so); 1: not_found`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.check(true); err != nil {
 				return err
@@ -341,7 +470,7 @@ func newGetCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return c.print(recordResult(out.GetOutcome(), out.GetRecord()), out.GetOutcome())
+				return c.print(recordResult(out.GetOutcome(), out.GetRecord(), time.Now()), out.GetOutcome())
 			})
 		},
 	}
@@ -356,7 +485,10 @@ func newWaitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wait",
 		Short: "Wait until a key leaves PENDING, then show it",
-		Args:  cobra.NoArgs,
+		Example: `  idemnode wait --tenant acme --scope 'POST /v1/charges' --key order-42 --wait 20s --timeout 25s
+  # exit 4: completed, the stored response is printed; 3: still pending when the wait
+  # ended; 1: gone (released or expired): claim again`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.check(true); err != nil {
 				return err
@@ -364,21 +496,21 @@ func newWaitCmd() *cobra.Command {
 			if wait <= 0 {
 				return fmt.Errorf("--wait must be positive")
 			}
-			// The call's own deadline leaves room for the server's answer.
-			c.timeout = max(c.timeout, wait+5*time.Second)
+			c.waitTimeout(wait, 0)
+			wait = max(time.Millisecond, c.waitWithin(wait))
 			req := &idempb.WaitRequest{Id: c.id(), Timeout: durationpb.New(wait), Consistency: c.consistency()}
 			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
 				out, err := idempb.NewIdempotencyClient(conn).Wait(ctx, req)
 				if err != nil {
 					return err
 				}
-				return c.print(recordResult(out.GetOutcome(), out.GetRecord()), out.GetOutcome())
+				return c.print(recordResult(out.GetOutcome(), out.GetRecord(), time.Now()), out.GetOutcome())
 			})
 		},
 	}
 	c.register(cmd, true)
 	fl := cmd.Flags()
-	fl.DurationVar(&wait, "wait", 30*time.Second, "how long to wait")
+	fl.DurationVar(&wait, "wait", 30*time.Second, "how long to wait (--timeout defaults to this plus 5s; a shorter --timeout cuts it)")
 	c.registerConsistency(cmd)
 	return cmd
 }
@@ -388,7 +520,9 @@ func newStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show a node's view of the cluster",
-		Args:  cobra.NoArgs,
+		Example: `  idemnode status --addr 127.0.0.11:7400,127.0.0.12:7400,127.0.0.13:7400
+  # every field, zeros included; fields a non-admin caller may not see say "redacted"`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.check(false); err != nil {
 				return err

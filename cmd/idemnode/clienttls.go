@@ -1,7 +1,12 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
+	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc/credentials"
@@ -46,4 +51,40 @@ func (c *clientTLS) credentialsFor(serverName string) (credentials.TransportCred
 		return nil, fmt.Errorf("--tls-*: %w", err)
 	}
 	return credentials.NewTLS(cfg), nil
+}
+
+// explainRefusal finds out, when a TLS connection to addr broke, whether
+// the server refused the client certificate: with TLS 1.3 the server
+// checks it after the client's handshake is done, so gRPC reports only a
+// broken pipe or EOF. It repeats the handshake and reads the server's
+// first bytes, which are then its alert, and says so in e.
+func (c *clientTLS) explainRefusal(ctx context.Context, e *callError, addr string) {
+	if !c.files.Enabled() || (e.reason != reasonConnectionLost && e.reason != reasonClientCertRequired) {
+		return
+	}
+	cfg, err := tlsconfig.Client(c.files)
+	if err != nil {
+		return
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	cfg.NextProtos = []string{"h2"} // as gRPC offers it
+	conn, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
+	if err == nil {
+		defer conn.Close()
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		_, err = conn.Read(make([]byte, 1))
+	}
+	switch {
+	case err == nil || !strings.Contains(err.Error(), "remote error: tls:"):
+		return
+	case c.files.Cert == "":
+		e.exit, e.reason = exitDenied, reasonClientCertRequired
+		e.message = "the server requires a client certificate (--tls-cert, --tls-key)"
+	default:
+		e.exit, e.reason = exitDenied, reasonClientCertRefused
+		e.message = fmt.Sprintf("the server at %s refused the client certificate of --tls-cert (%s): is it signed by a CA the server trusts?",
+			addr, from(err.Error(), "tls:"))
+	}
 }

@@ -10,57 +10,49 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes: a refused operation (its JSON still printed) or a failure at
-// run time is 1; bad flags or input are 2.
-const (
-	exitFailed = 1
-	exitUsage  = 2
-)
-
-// runtimeError marks a failure that is not the caller's input: the server
-// could not be reached, the node failed to start.
+// runtimeError marks a failure that is not the caller's input: the node
+// failed to start, the output could not be written. It exits 1.
 type runtimeError struct{ err error }
 
 func (e runtimeError) Error() string { return e.err.Error() }
 func (e runtimeError) Unwrap() error { return e.err }
 
-// refusedError is returned after printing an answer such as MISMATCH or
-// FENCED, so main exits 1 without printing anything more.
-type refusedError struct{ outcome string }
-
-func (e refusedError) Error() string { return "refused: " + e.outcome }
-
 func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
-// run executes the command line and returns the exit code. Anything that is
-// neither a refusal nor a runtime failure is a usage error: cobra's own
-// parse errors, bad flag values, or input the server refused as invalid.
+// run executes the command line and returns the exit code (exit.go). A
+// failure is said on stderr and, when the subcommand was asked for -o json,
+// also as one JSON object on stdout; an answer already printed (its exit
+// code in an exitError) adds nothing.
 func run(args []string) int {
 	root := newRootCmd()
 	root.SetArgs(args)
-	err := root.Execute()
-	var refused refusedError
-	var runtime runtimeError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &refused):
-		return exitFailed
-	case errors.As(err, &runtime):
-		fmt.Fprintln(os.Stderr, "idemnode:", err)
-		return exitFailed
-	default:
-		fmt.Fprintln(os.Stderr, "idemnode:", err)
-		return exitUsage
+	cmd, err := root.ExecuteC()
+	code := exitCodeOf(err)
+	var answered exitError
+	if err == nil || errors.As(err, &answered) {
+		return code
 	}
+	fmt.Fprintln(os.Stderr, "idemnode:", err)
+	if out := cmd.Flags().Lookup("output"); out != nil && out.Value.String() == "json" {
+		var failed *callError
+		if !errors.As(err, &failed) {
+			failed = usageError(err)
+			if code != exitUsage {
+				failed = &callError{exit: code, code: "INTERNAL", reason: "LOCAL", message: err.Error()}
+			}
+		}
+		_ = failed.writeJSON(os.Stdout)
+	}
+	return code
 }
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "idemnode",
 		Short:         "A highly available idempotency-key service",
+		Version:       versionText(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Every flag can also come from IDEMNODE_<FLAG> (see env.go).
@@ -68,7 +60,8 @@ func newRootCmd() *cobra.Command {
 			return applyEnv(cmd.Flags(), os.LookupEnv)
 		},
 	}
-	root.AddCommand(newServeCmd(), newAuthCmd())
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.AddCommand(newServeCmd(), newAuthCmd(), newVersionCmd())
 	addClientCommands(root)
 	return root
 }

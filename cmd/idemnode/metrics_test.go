@@ -45,10 +45,10 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 	for i := range 3 {
 		s.cliJSON(0, &won, "claim", "--key", "m"+strconv.Itoa(i), "--fingerprint", "aa", "--owner", "o1")
 	}
-	s.cliJSON(0, &again, "claim", "--key", "m0", "--fingerprint", "aa", "--owner", "o2") // in progress
+	s.cliJSON(exitHeld, &again, "claim", "--key", "m0", "--fingerprint", "aa", "--owner", "o2") // in progress
 	s.cliJSON(0, &again, "complete", "--key", "m2", "--token", strconv.FormatUint(won.Token, 10))
-	s.cliJSON(0, &again, "claim", "--key", "m2", "--fingerprint", "aa", "--owner", "o3") // completed
-	s.cliJSON(1, &again, "claim", "--key", "m2", "--fingerprint", "bb", "--owner", "o4") // mismatch
+	s.cliJSON(exitCompleted, &again, "claim", "--key", "m2", "--fingerprint", "aa", "--owner", "o3") // completed
+	s.cliJSON(1, &again, "claim", "--key", "m2", "--fingerprint", "bb", "--owner", "o4")             // mismatch
 
 	m := scrape(t, s)
 	want := map[string]float64{

@@ -52,6 +52,8 @@ type headerView struct {
 type recordOut struct {
 	Outcome string      `json:"outcome"`
 	Record  *recordView `json:"record,omitempty"`
+	// Note says that a PENDING record's lease has lapsed.
+	Note string `json:"note,omitempty"`
 }
 
 type recordView struct {
@@ -63,23 +65,28 @@ type recordView struct {
 	Token          uint64        `json:"token"`
 	Attempt        uint32        `json:"attempt"`
 	LeaseExpiresAt string        `json:"lease_expires_at,omitempty"`
+	LeaseLapsed    bool          `json:"lease_lapsed,omitempty"`
 	CreatedAt      string        `json:"created_at,omitempty"`
 	ExpiresAt      string        `json:"expires_at,omitempty"`
 	CompletedAt    string        `json:"completed_at,omitempty"`
 	Response       *responseView `json:"response,omitempty"`
 }
 
+// statusView is every field of a node's status, zeros included. A caller
+// that is not an admin is shown only the first four (rpc's redactStatus):
+// the others are nil, left out of the JSON and named under "redacted".
 type statusView struct {
-	NodeID       string `json:"node_id"`
-	State        string `json:"state"`
-	LeaderID     string `json:"leader_id"`
-	LeaderAddr   string `json:"leader_addr"`
-	Term         uint64 `json:"term"`
-	CommitIndex  uint64 `json:"commit_index"`
-	AppliedIndex uint64 `json:"applied_index"`
-	Records      uint64 `json:"records"`
-	Digest       string `json:"digest"`
-	FSMTime      string `json:"fsm_time,omitempty"`
+	NodeID       string   `json:"node_id"`
+	State        string   `json:"state"`
+	LeaderID     string   `json:"leader_id"`
+	LeaderAddr   string   `json:"leader_addr"`
+	Term         *uint64  `json:"term,omitempty"`
+	CommitIndex  *uint64  `json:"commit_index,omitempty"`
+	AppliedIndex *uint64  `json:"applied_index,omitempty"`
+	Records      *uint64  `json:"records,omitempty"`
+	Digest       *string  `json:"digest,omitempty"`
+	FSMTime      *string  `json:"fsm_time,omitempty"`
+	Redacted     []string `json:"redacted,omitempty"`
 }
 
 func outcomeName(o idempb.Outcome) string {
@@ -117,7 +124,9 @@ func responseViewOf(r *idempb.Response) *responseView {
 	return v
 }
 
-func recordResult(o idempb.Outcome, r *idempb.Record) recordOut {
+// recordResult is the view of a Get or Wait answer; now (this machine's
+// clock) tells whether a PENDING record's lease has lapsed.
+func recordResult(o idempb.Outcome, r *idempb.Record, now time.Time) recordOut {
 	out := recordOut{Outcome: outcomeName(o)}
 	if r == nil {
 		return out
@@ -131,30 +140,74 @@ func recordResult(o idempb.Outcome, r *idempb.Record) recordOut {
 		ExpiresAt: tsString(r.GetExpiresAt()), CompletedAt: tsString(r.GetCompletedAt()),
 		Response: responseViewOf(r.GetResponse()),
 	}
+	if lease := r.GetLeaseExpiresAt(); r.GetState() == idempb.State_STATE_PENDING && lease != nil && lease.AsTime().Before(now) {
+		out.Record.LeaseLapsed = true
+		out.Note = fmt.Sprintf("the lease lapsed %s ago (by this machine's clock): the holder is presumed dead, and the next claim takes the key over",
+			now.Sub(lease.AsTime()).Round(time.Millisecond))
+	}
 	return out
 }
 
 func statusViewOf(s *idempb.StatusResponse) statusView {
-	return statusView{NodeID: s.GetNodeId(), State: s.GetState(), LeaderID: s.GetLeaderId(),
-		LeaderAddr: s.GetLeaderAddr(), Term: s.GetTerm(), CommitIndex: s.GetCommitIndex(),
-		AppliedIndex: s.GetAppliedIndex(), Records: s.GetRecords(), Digest: s.GetDigest(),
-		FSMTime: tsString(s.GetFsmTime())}
+	v := statusView{NodeID: s.GetNodeId(), State: s.GetState(), LeaderID: s.GetLeaderId(), LeaderAddr: s.GetLeaderAddr()}
+	// A full answer always carries the digest of the state, records or
+	// not; only the redacted one has none.
+	if s.GetDigest() == "" {
+		v.Redacted = []string{"term", "commit_index", "applied_index", "records", "digest", "fsm_time"}
+		return v
+	}
+	v.Term, v.CommitIndex, v.AppliedIndex, v.Records = ptr(s.GetTerm()), ptr(s.GetCommitIndex()), ptr(s.GetAppliedIndex()), ptr(s.GetRecords())
+	v.Digest, v.FSMTime = ptr(s.GetDigest()), ptr(tsString(s.GetFsmTime()))
+	return v
 }
 
-// print writes v in the chosen format; a refused outcome (MISMATCH, FENCED)
-// is printed and then reported as refusedError so the exit code is 1.
+func ptr[T any](v T) *T { return &v }
+
+// writeStatusText prints every field of v as "name: value": a redacted one
+// as "redacted", an empty one as "none".
+func writeStatusText(w io.Writer, v statusView) error {
+	rv, t := reflect.ValueOf(v), reflect.TypeOf(v)
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		f := rv.Field(i)
+		var val any
+		switch {
+		case name == "redacted":
+			continue
+		case f.Kind() == reflect.Pointer && f.IsNil():
+			val = "redacted"
+		case f.Kind() == reflect.Pointer:
+			val = f.Elem().Interface()
+		default:
+			val = f.Interface()
+		}
+		if val == "" {
+			val = "none"
+		}
+		if _, err := fmt.Fprintf(w, "%s: %v\n", name, val); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// print writes v in the chosen format and returns the outcome's exit code
+// (exit.go) as an exitError when it is not 0.
 func (c *clientFlags) print(v any, o idempb.Outcome) error {
 	var err error
-	if c.output == "json" {
+	switch sv, isStatus := v.(statusView); {
+	case c.output == "json":
 		err = json.NewEncoder(os.Stdout).Encode(v)
-	} else {
+	case isStatus:
+		err = writeStatusText(os.Stdout, sv)
+	default:
 		err = printText(os.Stdout, "", reflect.ValueOf(v))
 	}
 	if err != nil {
 		return runtimeError{fmt.Errorf("write output: %w", err)}
 	}
-	if o == idempb.Outcome_OUTCOME_MISMATCH || o == idempb.Outcome_OUTCOME_FENCED {
-		return refusedError{outcomeName(o)}
+	if code := outcomeExit(o); code != exitOK {
+		return exitError{code}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -46,6 +47,7 @@ func TestMain(m *testing.M) {
 // be killed and started again on the same data dir and addresses.
 type server struct {
 	t                        *testing.T
+	nodeID                   string // n1 if empty
 	dataDir, logPath         string
 	grpc, raft, http, gossip string
 	// serveFlags are added to serve's command line (--insecure, or the TLS
@@ -68,6 +70,15 @@ func mustServer(t *testing.T, args ...string) *server {
 // mustServerWith is mustServer with the given serve and client flags.
 func mustServerWith(t *testing.T, serveFlags, clientFlags []string) *server {
 	t.Helper()
+	s := newServer(t, serveFlags, clientFlags)
+	s.start()
+	return s
+}
+
+// newServer prepares a server on fresh addresses, to be started; t.Cleanup
+// kills it and reports any data race it logged.
+func newServer(t *testing.T, serveFlags, clientFlags []string) *server {
+	t.Helper()
 	dir := t.TempDir()
 	s := &server{t: t, dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "server.log"),
 		grpc: testutil.FreeAddr(t), raft: testutil.FreeAddr(t), http: testutil.FreeAddr(t), gossip: testutil.FreeAddr(t),
@@ -78,20 +89,25 @@ func mustServerWith(t *testing.T, serveFlags, clientFlags []string) *server {
 			t.Errorf("the server logged a data race:\n%s", log)
 		}
 	})
-	s.start()
 	return s
 }
 
-// start runs the process and waits for /readyz; it fails the test with the
-// server's log if the process exits or is not ready within 30s.
+// start runs the process and waits until it is ready.
 func (s *server) start() {
+	s.t.Helper()
+	s.launch()
+	s.waitReady()
+}
+
+// launch runs the process.
+func (s *server) launch() {
 	s.t.Helper()
 	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		s.t.Fatalf("open server log: %v", err)
 	}
 	defer logFile.Close()
-	s.cmd = exec.Command(binary, append([]string{"serve", "--node-id", "n1", "--data-dir", s.dataDir,
+	s.cmd = exec.Command(binary, append([]string{"serve", "--node-id", cmp.Or(s.nodeID, "n1"), "--data-dir", s.dataDir,
 		"--grpc-addr", s.grpc, "--raft-addr", s.raft, "--http-addr", s.http, "--gossip-addr", s.gossip}, s.serveFlags...)...)
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	if err := s.cmd.Start(); err != nil {
@@ -102,6 +118,12 @@ func (s *server) start() {
 		s.err = cmd.Wait()
 		close(exited)
 	}(s.cmd, s.exited)
+}
+
+// waitReady waits for /readyz; it fails the test with the server's log if
+// the process exits or is not ready within 30s.
+func (s *server) waitReady() {
+	s.t.Helper()
 	testutil.WaitFor(s.t, 30*time.Second, "the server to be ready", func() bool {
 		select {
 		case <-s.exited:
@@ -256,7 +278,7 @@ func TestRecordsSurviveKill(t *testing.T) {
 
 	s.restart()
 	var replay claimJSON
-	s.cliJSON(0, &replay, with("claim", "--fingerprint", "c0ffee")...)
+	s.cliJSON(exitCompleted, &replay, with("claim", "--fingerprint", "c0ffee")...)
 	if replay.Outcome != "completed" || replay.Token != won.Token || replay.Response == nil {
 		t.Fatalf("claim after completion and kill = %+v, want completed with token %d", replay, won.Token)
 	}

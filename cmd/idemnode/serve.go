@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
 	"github.com/idemnode/idemnode/cluster"
@@ -61,9 +63,17 @@ func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run an idemnode server",
-		Args:  cobra.NoArgs,
+		Example: `  idemnode serve --dev      # one plaintext node on 127.0.0.1:7400, data in ./idemnode-data
+  idemnode serve --node-id node1 --data-dir /var/lib/idemnode --grpc-addr 10.0.0.1:7400 \
+    --raft-addr 10.0.0.1:7401 --gossip-addr 10.0.0.1:7402 --http-addr 10.0.0.1:7403 \
+    --bootstrap-expect 3 --join 10.0.0.2:7402,10.0.0.3:7402 \
+    --tls-cert node1.crt --tls-key node1.key --peer-ca cluster-ca.crt --gossip-key-file gossip.keys`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.auth.validate(cmd.Flags(), f.tls.clientCA != ""); err != nil {
+				return err
+			}
+			if err := f.devDefaults(cmd.Flags()); err != nil {
 				return err
 			}
 			return serve(cmd.Context(), f)
@@ -84,7 +94,8 @@ func newServeCmd() *cobra.Command {
 	fl.StringSliceVar(&f.join, "join", nil, "gossip addresses of servers to join (comma-separated)")
 	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "form a new cluster once this many servers see each other (odd)")
 	fl.DurationVar(&f.deadCleanup, "dead-server-cleanup", 0, "remove servers dead this long while a quorum remains (0: off)")
-	fl.BoolVar(&f.dev, "dev", false, "single development node with data in ./idemnode-data")
+	fl.BoolVar(&f.dev, "dev", false, "single development node: plaintext, data in ./idemnode-data, no gossip port; "+
+		"--raft-addr and --http-addr follow --grpc-addr (port +1, +3) unless given")
 	fl.DurationVar(&f.expiryInterval, "expiry-interval", time.Second, "how often the leader expires records past their TTL")
 	fl.Uint64Var(&f.snapshotThreshold, "snapshot-threshold", 8192, "log entries between snapshots")
 	fl.DurationVar(&f.snapshotInterval, "snapshot-interval", 2*time.Minute, "how often to check whether to snapshot")
@@ -107,7 +118,39 @@ func newServeCmd() *cobra.Command {
 	for _, name := range []string{"fault-clock-offset", "fault-disk-stall-file", "fault-bug"} {
 		_ = fl.MarkHidden(name)
 	}
+	cmd.Long = "Run an idemnode server.\n\n" +
+		"Exit codes: 0 after a clean shutdown (SIGTERM, SIGINT); 1 a failure; 2 a configuration\n" +
+		"error; 3 a Raft log write failed or stalled (restart it; docs/OPERATIONS.md).\n\n" + envHelp(fl)
 	return cmd
+}
+
+// devDefaults fits --dev to one machine: a single node uses no gossip, so
+// it binds no gossip port unless --gossip-addr or --join asks for one, and
+// the Raft and HTTP ports follow a --grpc-addr given without them, so two
+// development nodes run side by side with only --grpc-addr and --data-dir
+// apart.
+func (f *serveFlags) devDefaults(fl *pflag.FlagSet) error {
+	if !f.dev {
+		return nil
+	}
+	if !fl.Changed("gossip-addr") && !fl.Changed("join") {
+		f.gossipAddr = ""
+	}
+	if !fl.Changed("grpc-addr") {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(f.grpcAddr)
+	p, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || p == 0 || p > 65535-3 {
+		return fmt.Errorf("--dev needs --grpc-addr as host:port with a fixed port below 65533, got %q", f.grpcAddr)
+	}
+	if !fl.Changed("raft-addr") {
+		f.raftAddr = net.JoinHostPort(host, strconv.Itoa(p+1))
+	}
+	if !fl.Changed("http-addr") {
+		f.httpAddr = net.JoinHostPort(host, strconv.Itoa(p+3))
+	}
+	return nil
 }
 
 func (f *serveFlags) validate() error {

@@ -40,9 +40,10 @@ func newSnapshotCmd() *cobra.Command {
 func newSnapshotSaveCmd() *cobra.Command {
 	var c clientFlags
 	cmd := &cobra.Command{
-		Use:   "save FILE",
-		Short: "Save a consistent backup from the leader into FILE (checked against its SHA-256)",
-		Args:  cobra.ExactArgs(1),
+		Use:     "save FILE",
+		Short:   "Save a consistent backup from the leader into FILE (checked against its SHA-256)",
+		Example: "  idemnode snapshot save backup.snap --addr 127.0.0.11:7400,127.0.0.12:7400 -o json",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := c.check(false); err != nil {
 				return err
@@ -123,9 +124,10 @@ func saveBackup(ctx context.Context, c *clientFlags, conn *grpc.ClientConn, file
 func newSnapshotRestoreCmd() *cobra.Command {
 	var dataDir, nodeID, raftAddr, output string
 	cmd := &cobra.Command{
-		Use:   "restore FILE",
-		Short: "Seed an empty data dir from a backup; `serve` on it then starts a one-node cluster with that state",
-		Args:  cobra.ExactArgs(1),
+		Use:     "restore FILE",
+		Short:   "Seed an empty data dir from a backup; `serve` on it then starts a one-node cluster with that state",
+		Example: "  idemnode snapshot restore backup.snap --data-dir /data --node-id node1 --raft-addr 10.0.0.1:7401",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dataDir == "" || nodeID == "" || raftAddr == "" {
 				return fmt.Errorf("--data-dir, --node-id and --raft-addr are required (use the ones serve will run with)")

@@ -142,14 +142,22 @@ func TestServeOverTLS(t *testing.T) {
 
 	stranger := testpki.NewCA(t, "stranger")
 	sc, sk := stranger.IssueClient(t, "mallory").Write(t, p.dir, "mallory")
-	for name, flags := range map[string][]string{
-		"no client certificate":     p.noCert,
-		"certificate of another CA": {"--tls-ca", p.flags.peerCA, "--tls-cert", sc, "--tls-key", sk},
-		"plaintext":                 nil,
+	for _, tc := range []struct {
+		name   string
+		flags  []string
+		code   int
+		stderr string
+	}{
+		{"no client certificate", p.noCert, exitDenied, "idemnode: the server requires a client certificate (--tls-cert, --tls-key)\n"},
+		{"certificate of another CA", []string{"--tls-ca", p.flags.peerCA, "--tls-cert", sc, "--tls-key", sk}, exitDenied,
+			"idemnode: the server at " + s.grpc + " refused the client certificate of --tls-cert (tls: certificate required): is it signed by a CA the server trusts?\n"},
+		{"server not trusted", []string{"--tls-ca", sc, "--tls-cert", sc, "--tls-key", sk}, exitUsage,
+			"idemnode: cannot verify the certificate of " + s.grpc + ": x509: "},
+		{"plaintext", nil, exitRetry, "idemnode: " + s.grpc + " closed the connection before answering: is it a TLS server (--tls-ca)?\n"},
 	} {
-		args := append([]string{"status", "--addr", s.grpc, "--timeout", "3s"}, flags...)
-		if _, stderr, code := cli(t, args...); code != 1 {
-			t.Errorf("%s: exit %d (stderr %q), want 1: refused", name, code, stderr)
+		args := append([]string{"status", "--addr", s.grpc, "--timeout", "3s"}, tc.flags...)
+		if _, stderr, code := cli(t, args...); code != tc.code || !strings.HasPrefix(stderr, tc.stderr) {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d and %q", tc.name, code, stderr, tc.code, tc.stderr)
 		}
 	}
 	if strings.Contains(s.log(), "INSECURE") {

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemnode/idemnode/internal/testutil"
+)
+
+// mustCluster starts three plaintext servers that form one cluster
+// (--bootstrap-expect 3, each joining the others) and waits until every
+// one is ready.
+func mustCluster(t *testing.T) []*server {
+	t.Helper()
+	nodes := make([]*server, 3)
+	for i := range nodes {
+		nodes[i] = newServer(t, nil, nil)
+		nodes[i].nodeID = "n" + string(rune('1'+i))
+	}
+	for i, n := range nodes {
+		var join []string
+		for j, o := range nodes {
+			if j != i {
+				join = append(join, o.gossip)
+			}
+		}
+		n.serveFlags = []string{"--insecure", "--bootstrap-expect", "3", "--join", strings.Join(join, ","), "--gossip-profile", "local"}
+		n.launch()
+	}
+	for _, n := range nodes {
+		n.waitReady()
+	}
+	return nodes
+}
+
+// TestCLIAgainstCluster: transfer-leadership prints the new leader, the
+// CLI works through a dead first endpoint, and with two of three nodes
+// dead a claim says the cluster has no quorum.
+func TestCLIAgainstCluster(t *testing.T) {
+	t.Parallel()
+	nodes := mustCluster(t)
+	var st map[string]any
+	nodes[0].cliJSON(exitOK, &st, "status")
+	leader, _ := st["leader_id"].(string)
+	var follower *server
+	for _, n := range nodes {
+		if n.nodeID != leader {
+			follower = n
+		}
+	}
+	dead := testutil.FreeAddr(t)
+	stdout, stderr, code := cli(t, "transfer-leadership", "--addr", dead+","+follower.grpc, "--to", follower.nodeID)
+	want := "outcome: ok\nleader_id: " + follower.nodeID + "\nleader_addr: " + follower.grpc + "\n"
+	if code != exitOK || stdout != want {
+		t.Fatalf("transfer-leadership from %s to %s: exit %d, stdout %q, stderr %q; want %q", leader, follower.nodeID, code, stdout, stderr, want)
+	}
+
+	for _, n := range nodes {
+		if n != follower {
+			n.kill()
+		}
+	}
+	testutil.WaitFor(t, 45*time.Second, "a claim to say the cluster has no quorum", func() bool {
+		_, stderr, code := cli(t, "claim", "--addr", follower.grpc, "--key", "k", "--owner", "o", "--timeout", "2s")
+		if code == exitRetry && strings.Contains(stderr, "no leader: the cluster has no quorum (2 of 3 nodes unreachable)") {
+			return true
+		}
+		t.Logf("claim with two nodes dead: exit %d, stderr %q", code, stderr)
+		return false
+	})
+}

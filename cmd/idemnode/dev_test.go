@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/idemnode/idemnode/internal/testutil"
+)
+
+// TestTwoDevNodesSideBySide: two --dev nodes on one machine, apart only in
+// --data-dir and --grpc-addr, both serve: --dev binds no gossip port (both
+// would take 127.0.0.1:7402) and puts Raft and HTTP next to --grpc-addr.
+func TestTwoDevNodesSideBySide(t *testing.T) {
+	t.Parallel()
+	for i, ip := range []string{"127.0.0.231", "127.0.0.232"} {
+		grpcAddr := freeAddrOn(t, ip)
+		host, port, _ := net.SplitHostPort(grpcAddr)
+		p, _ := strconv.Atoi(port)
+		dir := t.TempDir()
+		cmd := exec.Command(binary, "serve", "--dev", "--node-id", fmt.Sprintf("dev%d", i), "--data-dir", filepath.Join(dir, "data"), "--grpc-addr", grpcAddr)
+		cmd.Dir = dir
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		})
+		httpAddr := net.JoinHostPort(host, strconv.Itoa(p+3))
+		testutil.WaitFor(t, 30*time.Second, "dev node "+grpcAddr+" ready at "+httpAddr, func() bool {
+			select {
+			case err := <-exited:
+				exited <- err // for the cleanup
+				t.Fatalf("dev node %d exited: %v", i, err)
+			default:
+			}
+			resp, err := http.Get("http://" + httpAddr + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
+		if stdout, stderr, code := cli(t, "claim", "--addr", grpcAddr, "--key", "k", "--owner", "o", "-o", "json"); code != exitOK {
+			t.Errorf("claim on dev node %d: exit %d, stdout %q, stderr %q", i, code, stdout, stderr)
+		}
+	}
+}
+
+// freeAddrOn returns ip:port with a port that was free a moment ago.
+func freeAddrOn(t *testing.T, ip string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatalf("listen on %s: %v", ip, err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

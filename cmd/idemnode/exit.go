@@ -1,0 +1,79 @@
+package main
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/idemnode/idemnode/rpc/idempb"
+)
+
+// Exit codes of the client subcommands, one table by outcome, so that a
+// script can branch on them (`if idemnode claim …; then charge; fi` charges
+// once). serve keeps its own (docs/OPERATIONS.md): 1 a failure, 2 a
+// configuration error, 3 a failed Raft log write.
+const (
+	exitOK        = 0 // you hold the key, or the operation took effect
+	exitRefused   = 1 // refused or absent: mismatch, fenced, not_found; wait: the record is gone
+	exitUsage     = 2 // usage or invalid input (InvalidArgument)
+	exitHeld      = 3 // someone else holds it: in_progress; wait: still pending
+	exitCompleted = 4 // already completed: the stored response is printed
+	exitRetry     = 5 // unavailable, timed out or rate-limited: safe to retry
+	exitDenied    = 6 // not allowed: unauthenticated, permission denied, quota exceeded
+)
+
+// exitFailed is what serve and the local subcommands exit with on a
+// failure at run time.
+const exitFailed = 1
+
+// exitCodesHelp is the table above as every client subcommand's --help and
+// the README show it.
+const exitCodesHelp = `Exit codes:
+  0  you hold the key, or it took effect (won, ok; get of an existing record)
+  1  refused or absent (mismatch, fenced, not_found); wait: the record is gone
+     (released or expired), claim again
+  2  usage or invalid input
+  3  someone else holds it (in_progress; wait: the record is still pending)
+  4  already completed (completed): the stored response is printed
+  5  unavailable, timed out or rate-limited: safe to retry (a claim with the
+     same --owner, which claim prints on stderr when it generated one)
+  6  not allowed: unauthenticated, permission denied, quota exceeded`
+
+// outcomeExit is the exit code of an answer. Outcomes this binary does not
+// know yet are refusals: a script must not take them for success.
+func outcomeExit(o idempb.Outcome) int {
+	switch o {
+	case idempb.Outcome_OUTCOME_WON, idempb.Outcome_OUTCOME_OK:
+		return exitOK
+	case idempb.Outcome_OUTCOME_IN_PROGRESS:
+		return exitHeld
+	case idempb.Outcome_OUTCOME_COMPLETED:
+		return exitCompleted
+	}
+	return exitRefused
+}
+
+// exitError is returned once the answer is printed: main exits with code
+// and prints nothing more.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return "exit status " + strconv.Itoa(e.code) }
+
+// exitCodeOf is the exit code of what a command returned: an answer's code,
+// a failed call's, a runtime failure (1) or, for anything else, a usage
+// error (2: cobra's own parse errors, bad flag values).
+func exitCodeOf(err error) int {
+	var answered exitError
+	var failed *callError
+	var runtime runtimeError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &answered):
+		return answered.code
+	case errors.As(err, &failed):
+		return failed.exit
+	case errors.As(err, &runtime):
+		return exitFailed
+	}
+	return exitUsage
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	endian "encoding/binary"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/idemnode/idemnode/fsm"
+)
+
+// TestVersion: `idemnode version` and `--version` print the version, the
+// commit, the Go version and the format versions; -ldflags sets the first
+// two.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	text, stderr, code := cli(t, "version")
+	if code != exitOK || stderr != "" {
+		t.Fatalf("version: exit %d, stderr %q", code, stderr)
+	}
+	for _, line := range []string{"idemnode dev\n", "commit: ", "go: " + runtime.Version() + " ",
+		"format log_command: writes v2, reads v1-v2\n", "format snapshot_stream: writes v2, reads v1-v2\n"} {
+		if !strings.Contains(text, line) {
+			t.Errorf("version prints\n%s\nwithout %q", text, line)
+		}
+	}
+	if flag, _, code := cli(t, "--version"); code != exitOK || flag != text {
+		t.Errorf("--version: exit %d, prints\n%s\nwant what version prints:\n%s", code, flag, text)
+	}
+	var v versionInfo
+	stdout, _, _ := cli(t, "version", "-o", "json")
+	if err := json.Unmarshal([]byte(stdout), &v); err != nil || v.Version != "dev" || v.Go != runtime.Version() || len(v.Formats) != 2 {
+		t.Errorf("version -o json = %q (%v)", stdout, err)
+	}
+
+	stamped := filepath.Join(t.TempDir(), "idemnode")
+	build := exec.Command("go", "build", "-o", stamped, "-ldflags", "-X main.version=v9.8.7 -X main.commit=0123abc", ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build with -ldflags: %v\n%s", err, out)
+	}
+	out, err := exec.Command(stamped, "version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "idemnode v9.8.7\ncommit: 0123abc\n") {
+		t.Errorf("a binary built with -X prints %q (%v)", out, err)
+	}
+}
+
+// TestVersionFormatsMatchFSM: the format versions version.go states are the
+// ones fsm writes, so a new format cannot ship with a stale table.
+func TestVersionFormatsMatchFSM(t *testing.T) {
+	t.Parallel()
+	written := map[string]int{}
+	written["log_command"] = int(fsm.EncodeCommand(&fsm.Command{Type: fsm.TypeExpire, Now: 1, Limit: 1})[0])
+	var snap bytes.Buffer
+	if err := fsm.NewMachine().WriteSnapshot(&snap); err != nil {
+		t.Fatal(err)
+	}
+	header := bytes.TrimPrefix(snap.Bytes(), []byte("IDEMSNAP"))
+	v, n := endian.Uvarint(header)
+	if n <= 0 || len(header) == snap.Len() {
+		t.Fatalf("snapshot header %q: no magic or version", snap.Bytes()[:min(16, snap.Len())])
+	}
+	written["snapshot_stream"] = int(v)
+	for _, f := range formatVersions {
+		if written[f.Name] != f.Writes {
+			t.Errorf("version.go says %s v%d, fsm writes v%d", f.Name, f.Writes, written[f.Name])
+		}
+		delete(written, f.Name)
+	}
+	if len(written) != 0 {
+		t.Errorf("formats fsm writes that version.go does not list: %v", written)
+	}
+}
