@@ -2,7 +2,7 @@ package fsm
 
 import "bytes"
 
-// The handlers below implement the outcome tables of DESIGN.md §2. Each runs
+// The handlers below implement the outcome tables of docs/API.md. Each runs
 // with FSM time already advanced to the command's Now, reads and writes only
 // t, and returns its result: no clock, no randomness, no map iteration.
 

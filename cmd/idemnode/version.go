@@ -9,6 +9,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/idemnode/idemnode/fsm"
+	"github.com/idemnode/idemnode/store"
 )
 
 // version is the release, set at build time:
@@ -19,16 +22,21 @@ import (
 var version, commit = "dev", ""
 
 // formatVersions are the versions of the formats this binary writes, and
-// the oldest it still reads. fsm/ keeps them unexported, so they are
-// repeated here, and TestVersionFormatsMatchFSM checks them against what
-// fsm writes: update this table when fsm/ changes a format (the on-disk
-// store gets a row once it exists).
+// the oldest it still reads. TestVersionFormatsMatchFSM checks them against
+// what fsm and store write.
 var formatVersions = []formatVersion{
 	// fsm/encoding.go: commandFormat; commandFormatV1 (no checksum) is read.
 	{Name: "log_command", Writes: 2, ReadsFrom: 1},
-	// fsm/snapshot.go: snapshotVersion; snapshotVersionKeyOrder is read.
-	// The backup file (snapshot save/restore) is this same stream.
-	{Name: "snapshot_stream", Writes: 2, ReadsFrom: 1},
+	// fsm/snapshot.go: version 3, records in key order; 1 and 2 (the
+	// in-memory releases' streams) are read. The backup file (snapshot
+	// save/restore) is this same stream.
+	{Name: "snapshot_stream", Writes: fsm.SnapshotVersion, ReadsFrom: 1},
+	// store/keys.go: the on-disk layout of the records (Pebble); a data
+	// dir of the in-memory releases (no store) is migrated at first start.
+	{Name: "store", Writes: store.FormatVersion, ReadsFrom: store.FormatVersion},
+	// fsm/digest.go: the state digest status shows; restoring a version 2
+	// stream prints the version 1 digest its release showed.
+	{Name: "digest", Writes: fsm.DigestVersion, ReadsFrom: 1},
 }
 
 type formatVersion struct {

@@ -10,7 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/idemnode/idemnode/fsm"
+	"github.com/idemnode/idemnode/store"
 )
 
 // TestVersion: `idemnode version` and `--version` print the version, the
@@ -23,7 +26,8 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("version: exit %d, stderr %q", code, stderr)
 	}
 	for _, line := range []string{"idemnode dev\n", "commit: ", "go: " + runtime.Version() + " ",
-		"format log_command: writes v2, reads v1-v2\n", "format snapshot_stream: writes v2, reads v1-v2\n"} {
+		"format log_command: writes v2, reads v1-v2\n", "format snapshot_stream: writes v3, reads v1-v3\n",
+		"format store: writes v1, reads v1-v1\n", "format digest: writes v2, reads v1-v2\n"} {
 		if !strings.Contains(text, line) {
 			t.Errorf("version prints\n%s\nwithout %q", text, line)
 		}
@@ -33,7 +37,7 @@ func TestVersion(t *testing.T) {
 	}
 	var v versionInfo
 	stdout, _, _ := cli(t, "version", "-o", "json")
-	if err := json.Unmarshal([]byte(stdout), &v); err != nil || v.Version != "dev" || v.Go != runtime.Version() || len(v.Formats) != 2 {
+	if err := json.Unmarshal([]byte(stdout), &v); err != nil || v.Version != "dev" || v.Go != runtime.Version() || len(v.Formats) != 4 {
 		t.Errorf("version -o json = %q (%v)", stdout, err)
 	}
 
@@ -55,7 +59,11 @@ func TestVersionFormatsMatchFSM(t *testing.T) {
 	written := map[string]int{}
 	written["log_command"] = int(fsm.EncodeCommand(&fsm.Command{Type: fsm.TypeExpire, Now: 1, Limit: 1})[0])
 	var snap bytes.Buffer
-	if err := fsm.NewMachine().WriteSnapshot(&snap); err != nil {
+	m, err := fsm.New(fsm.NewMemStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WriteSnapshot(&snap); err != nil {
 		t.Fatal(err)
 	}
 	header := bytes.TrimPrefix(snap.Bytes(), []byte("IDEMSNAP"))
@@ -64,6 +72,8 @@ func TestVersionFormatsMatchFSM(t *testing.T) {
 		t.Fatalf("snapshot header %q: no magic or version", snap.Bytes()[:min(16, snap.Len())])
 	}
 	written["snapshot_stream"] = int(v)
+	written["store"] = storeFormatOnDisk(t)
+	written["digest"] = fsm.DigestVersion // no bytes carry it; fsm/digest.go tags its hash with it
 	for _, f := range formatVersions {
 		if written[f.Name] != f.Writes {
 			t.Errorf("version.go says %s v%d, fsm writes v%d", f.Name, f.Writes, written[f.Name])
@@ -73,4 +83,26 @@ func TestVersionFormatsMatchFSM(t *testing.T) {
 	if len(written) != 0 {
 		t.Errorf("formats fsm writes that version.go does not list: %v", written)
 	}
+}
+
+// storeFormatOnDisk opens a new store and reads the format version it wrote.
+func storeFormatOnDisk(t *testing.T) int {
+	dir := t.TempDir()
+	s, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := pebble.Open(filepath.Join(dir, "store-000001"), &pebble.Options{DisableWAL: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b, closer, err := db.Get([]byte("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	v, _ := endian.Uvarint(b)
+	return int(v)
 }
