@@ -12,6 +12,8 @@
 # Env: MODES ("claim claim+complete race"), CLIENTS_LIST ("64 16"), DURATION (20s),
 #      WARMUP (5s), RESULTS_DIR (bench-results/<UTC stamp>), BENCH_ONLY (idemnode),
 #      BENCH_PEERS ($REPO/../shared/bench-peers), NODE_IPS ("127.0.0.11 127.0.0.12 127.0.0.13"),
+#      IDEMNODE_BIN (a server binary to run instead of this tree's build: the
+#      previous release, to compare builds back to back),
 #      IDEMBENCH_ARGS (extra idembench flags, e.g. "-conns 4"), SERVE_ARGS (extra
 #      idemnode serve flags), PROFILE (1: a CPU profile of every node over each
 #      measured window, cpu-<mode>-<clients>-node<i>.pprof in RESULTS_DIR).
@@ -103,6 +105,10 @@ trap 'exit 143' TERM
 
 log "building idemnode and idembench into $WORK/bin"
 (cd "$REPO" && go build -o "$WORK/bin/idemnode" ./cmd/idemnode && go build -o "$WORK/bin/idembench" ./cmd/idembench)
+if [[ -n "${IDEMNODE_BIN:-}" ]]; then
+	cp "$IDEMNODE_BIN" "$WORK/bin/idemnode" # another build of the server, e.g. the previous release, against the same client
+	log "server binary: $IDEMNODE_BIN"
+fi
 mkdir -p "$RESULTS_DIR"
 {
 	echo "date: $(date -u +%FT%TZ)"

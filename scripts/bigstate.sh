@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Large-state measurements of the on-disk store, on demand (never in CI: it
+# writes tens of GB at 30 M records and deletes them at the end).
+#
+#   RECORDS=1000000 scripts/bigstate.sh           # one node, 1 M records
+#   RECORDS=5000000 REJOIN=1 scripts/bigstate.sh  # and two followers that join by InstallSnapshot
+#
+# Steps, each timed and printed as "key: value" lines (also in $WORK/results.txt):
+#  1. cmd/idemgen writes a backup stream of RECORDS completed records (512-byte bodies);
+#  2. `idemnode snapshot restore` seeds node 1 with it (records/s), bytes on disk per record;
+#  3. node 1 serves inside a memory cgroup of MEM bytes (page cache included), so the disk is
+#     not hidden by 24 GiB of RAM: time to serving, RSS and the cgroup's usage;
+#  4. idembench claim+complete for LOAD_SECONDS: claims/s, p99, RSS after, the time of each
+#     snapshot persist (a memtable flush) from the node's metrics;
+#  5. kill -9 and restart: time from start to serving again;
+#  6. with REJOIN=1: nodes 2 and 3 join empty and catch up by InstallSnapshot: records/s from
+#     their start to an equal digest.
+# Env: RECORDS (1000000), MEM (1G), LOAD_SECONDS (30), CLIENTS (64), REJOIN (0), WORK (a
+#      fresh dir under /var/tmp), IPS ("127.0.0.21 127.0.0.22 127.0.0.23"), KEEP (1: keep $WORK).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+RECORDS=${RECORDS:-1000000}
+MEM=${MEM:-1G}
+LOAD_SECONDS=${LOAD_SECONDS:-30}
+CLIENTS=${CLIENTS:-64}
+REJOIN=${REJOIN:-0}
+WORK=${WORK:-$(mktemp -d /var/tmp/idemnode-bigstate.XXXXXX)}
+read -r -a IPS <<<"${IPS:-127.0.0.21 127.0.0.22 127.0.0.23}"
+CG=/sys/fs/cgroup/memory/idemnode-bigstate-$$
+PIDS=()
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+result() { printf '%s: %s\n' "$1" "$2" | tee -a "$WORK/results.txt"; }
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+	sleep 0.5
+	[[ -d $CG ]] && rmdir "$CG" 2>/dev/null || true
+	[[ ${KEEP:-} == 1 ]] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+mkdir -p "$WORK/bin"
+(cd "$REPO" && go build -o "$WORK/bin/idemnode" ./cmd/idemnode && go build -o "$WORK/bin/idemgen" ./cmd/idemgen &&
+	go build -o "$WORK/bin/idembench" ./cmd/idembench)
+BIN=$WORK/bin
+now() { date +%s.%N; }
+since() { echo "$(now) - $1" | bc; }
+rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+
+mkdir "$CG"
+echo "$(numfmt --from=iec "$MEM")" >"$CG/memory.limit_in_bytes"
+
+log "generating $RECORDS records"
+t=$(now)
+"$BIN/idemgen" -records "$RECORDS" -out "$WORK/backup.snap" | tee -a "$WORK/results.txt"
+result generate_seconds "$(since "$t")"
+result backup_bytes "$(stat -c %s "$WORK/backup.snap")"
+
+log "restoring into node 1"
+t=$(now)
+"$BIN/idemnode" snapshot restore "$WORK/backup.snap" --data-dir "$WORK/n1" --node-id n1 --raft-addr "${IPS[0]}:7401" -o json >"$WORK/restore.json"
+secs=$(since "$t")
+result restore_seconds "$secs"
+result restore_records_per_second "$(echo "$RECORDS / $secs" | bc)"
+rm -f "$WORK/backup.snap"
+sync
+disk=$(du -sb "$WORK/n1/fsm" | cut -f1)
+result store_bytes "$disk"
+result store_bytes_per_record "$(echo "$disk / $RECORDS" | bc)"
+
+serve() { # node index, extra flags...
+	local i=$1
+	shift
+	local ip=${IPS[$((i - 1))]}
+	mkdir -p "$WORK/n$i"
+	sh -c "echo \$\$ > $CG/cgroup.procs; exec $BIN/idemnode serve --node-id n$i --data-dir $WORK/n$i --dev \
+		--grpc-addr $ip:7400 --raft-addr $ip:7401 --gossip-addr $ip:7402 --http-addr $ip:7403 \
+		--gossip-profile local --log-level warn $*" >>"$WORK/n$i.log" 2>&1 &
+	PIDS+=($!)
+	echo $!
+}
+serving() { # waits until the node at ip answers a linearizable read (exit 1: not found, served)
+	local ip=$1 deadline=$((SECONDS + 600)) rc
+	while :; do
+		rc=0
+		"$BIN/idemnode" get --addr "$ip:7400" --timeout 2s --tenant t --scope s --key probe >/dev/null 2>&1 || rc=$?
+		((rc == 0 || rc == 1)) && return
+		((SECONDS < deadline)) || { echo "bigstate.sh: $ip did not serve (exit $rc)" >&2; exit 1; }
+		sleep 0.05
+	done
+}
+
+log "starting node 1 in a $MEM memory cgroup"
+t=$(now)
+pid=$(serve 1)
+serving "${IPS[0]}"
+result start_to_serving_seconds "$(since "$t")"
+result rss_idle_mib "$(($(rss_kb "$pid") / 1024))"
+result cgroup_usage_idle_mib "$(($(cat "$CG/memory.usage_in_bytes") / 1048576))"
+
+log "claim+complete load for ${LOAD_SECONDS}s"
+"$BIN/idembench" -addrs "${IPS[0]}:7400" -mode claim+complete -clients "$CLIENTS" -duration "${LOAD_SECONDS}s" \
+	-warmup 3s -out "$WORK/load.jsonl" 2>"$WORK/load.txt" || true
+tail -3 "$WORK/load.txt" | tee -a "$WORK/results.txt"
+result rss_after_load_mib "$(($(rss_kb "$pid") / 1024))"
+result cgroup_max_usage_mib "$(($(cat "$CG/memory.max_usage_in_bytes") / 1048576))"
+curl -s "http://${IPS[0]}:7403/metrics" | grep -E '^idemnode_(snapshot_persist_seconds_(sum|count)|store_disk_bytes|records_completed|store_l0_files|store_read_amplification)' |
+	tee -a "$WORK/results.txt"
+
+log "kill -9 and restart"
+kill -9 "$pid"
+sleep 0.5
+t=$(now)
+pid=$(serve 1)
+serving "${IPS[0]}"
+result restart_to_serving_seconds "$(since "$t")"
+
+if [[ $REJOIN == 1 ]]; then
+	log "nodes 2 and 3 join empty and catch up by InstallSnapshot"
+	want=$("$BIN/idemnode" status --addr "${IPS[0]}:7400" -o json | sed -n 's/.*"records": *\([0-9]*\).*/\1/p')
+	t=$(now)
+	serve 2 --join "${IPS[0]}:7402" >/dev/null
+	serve 3 --join "${IPS[0]}:7402" >/dev/null
+	for ip in "${IPS[1]}" "${IPS[2]}"; do
+		deadline=$((SECONDS + 1800))
+		until "$BIN/idemnode" status --addr "$ip:7400" -o json 2>/dev/null | grep -q "\"records\": *$want[,}]"; do
+			((SECONDS < deadline)) || { echo "bigstate.sh: $ip did not catch up" >&2; exit 1; }
+			sleep 0.2
+		done
+	done
+	secs=$(since "$t")
+	result rejoin_seconds "$secs"
+	result rejoin_records_per_second "$(echo "$want / $secs" | bc)"
+	for ip in "${IPS[@]}"; do "$BIN/idemnode" status --addr "$ip:7400" -o json | grep -o '"digest": *"[0-9a-f]*"'; done |
+		tee -a "$WORK/results.txt"
+fi
+log "done: $WORK/results.txt"
+cat "$WORK/results.txt" >"${RESULTS_OUT:-/dev/null}"
