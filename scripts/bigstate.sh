@@ -13,9 +13,10 @@
 #  4. idembench claim+complete for LOAD_SECONDS: claims/s, p99, RSS after, the time of each
 #     snapshot persist (a memtable flush) from the node's metrics;
 #  5. kill -9 and restart: time from start to serving again;
-#  6. with REJOIN=1: nodes 2 and 3 join empty and catch up by InstallSnapshot: records/s from
-#     their start to an equal digest.
-# Env: RECORDS (1000000), MEM (1G), LOAD_SECONDS (30), CLIENTS (64), REJOIN (0), WORK (a
+#  6. with REJOIN=1: node 2, then node 3, join empty and catch up by InstallSnapshot: records/s
+#     from its start to an equal digest;
+#  7. the apply cost per command on node 1's store (store's BenchmarkApplyOnStore), in its cgroup.
+# Env: RECORDS (1000000), MEM (1G, per node), APPLY_COMMANDS (128000), LOAD_SECONDS (30), CLIENTS (64), REJOIN (0), WORK (a
 #      fresh dir under /var/tmp), IPS ("127.0.0.21 127.0.0.22 127.0.0.23"), KEEP (1: keep $WORK).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
@@ -27,7 +28,7 @@ CLIENTS=${CLIENTS:-64}
 REJOIN=${REJOIN:-0}
 WORK=${WORK:-$(mktemp -d /var/tmp/idemnode-bigstate.XXXXXX)}
 read -r -a IPS <<<"${IPS:-127.0.0.21 127.0.0.22 127.0.0.23}"
-CG=/sys/fs/cgroup/memory/idemnode-bigstate-$$
+CG=/sys/fs/cgroup/memory/idemnode-bigstate-$$ # one memory cgroup per node below it
 PIDS=()
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -35,6 +36,7 @@ result() { printf '%s: %s\n' "$1" "$2" | tee -a "$WORK/results.txt"; }
 cleanup() {
 	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
 	sleep 0.5
+	for d in "$CG"/n*; do [[ -d $d ]] && rmdir "$d" 2>/dev/null || true; done
 	[[ -d $CG ]] && rmdir "$CG" 2>/dev/null || true
 	[[ ${KEEP:-} == 1 ]] || rm -rf "$WORK"
 }
@@ -49,7 +51,10 @@ since() { echo "$(now) - $1" | bc; }
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 
 mkdir "$CG"
-echo "$(numfmt --from=iec "$MEM")" >"$CG/memory.limit_in_bytes"
+for i in 1 2 3; do
+	mkdir "$CG/n$i"
+	numfmt --from=iec "$MEM" >"$CG/n$i/memory.limit_in_bytes"
+done
 
 log "generating $RECORDS records"
 t=$(now)
@@ -69,16 +74,15 @@ disk=$(du -sb "$WORK/n1/fsm" | cut -f1)
 result store_bytes "$disk"
 result store_bytes_per_record "$(echo "$disk / $RECORDS" | bc)"
 
-serve() { # node index, extra flags...
+serve() { # node index, extra flags...; the node's pid is in PIDS[-1] (call it in this shell)
 	local i=$1
 	shift
 	local ip=${IPS[$((i - 1))]}
 	mkdir -p "$WORK/n$i"
-	sh -c "echo \$\$ > $CG/cgroup.procs; exec $BIN/idemnode serve --node-id n$i --data-dir $WORK/n$i --dev \
+	sh -c "echo \$\$ > $CG/n$i/cgroup.procs; exec $BIN/idemnode serve --node-id n$i --data-dir $WORK/n$i --dev \
 		--grpc-addr $ip:7400 --raft-addr $ip:7401 --gossip-addr $ip:7402 --http-addr $ip:7403 \
-		--gossip-profile local --log-level warn $*" >>"$WORK/n$i.log" 2>&1 &
+		--gossip-profile local --log-level warn --snapshot-threshold 1024 --snapshot-interval 5s $*" >>"$WORK/n$i.log" 2>&1 &
 	PIDS+=($!)
-	echo $!
 }
 serving() { # waits until the node at ip answers a linearizable read (exit 1: not found, served)
 	local ip=$1 deadline=$((SECONDS + 600)) rc
@@ -93,18 +97,19 @@ serving() { # waits until the node at ip answers a linearizable read (exit 1: no
 
 log "starting node 1 in a $MEM memory cgroup"
 t=$(now)
-pid=$(serve 1)
+serve 1
+pid=${PIDS[-1]}
 serving "${IPS[0]}"
 result start_to_serving_seconds "$(since "$t")"
 result rss_idle_mib "$(($(rss_kb "$pid") / 1024))"
-result cgroup_usage_idle_mib "$(($(cat "$CG/memory.usage_in_bytes") / 1048576))"
+result cgroup_usage_idle_mib "$(($(cat "$CG/n1/memory.usage_in_bytes") / 1048576))"
 
 log "claim+complete load for ${LOAD_SECONDS}s"
 "$BIN/idembench" -addrs "${IPS[0]}:7400" -mode claim+complete -clients "$CLIENTS" -duration "${LOAD_SECONDS}s" \
 	-warmup 3s -out "$WORK/load.jsonl" 2>"$WORK/load.txt" || true
 tail -3 "$WORK/load.txt" | tee -a "$WORK/results.txt"
 result rss_after_load_mib "$(($(rss_kb "$pid") / 1024))"
-result cgroup_max_usage_mib "$(($(cat "$CG/memory.max_usage_in_bytes") / 1048576))"
+result cgroup_max_usage_mib "$(($(cat "$CG/n1/memory.max_usage_in_bytes") / 1048576))"
 curl -s "http://${IPS[0]}:7403/metrics" | grep -E '^idemnode_(snapshot_persist_seconds_(sum|count)|store_disk_bytes|records_completed|store_l0_files|store_read_amplification)' |
 	tee -a "$WORK/results.txt"
 
@@ -112,28 +117,41 @@ log "kill -9 and restart"
 kill -9 "$pid"
 sleep 0.5
 t=$(now)
-pid=$(serve 1)
+serve 1
+pid=${PIDS[-1]}
 serving "${IPS[0]}"
 result restart_to_serving_seconds "$(since "$t")"
 
-if [[ $REJOIN == 1 ]]; then
-	log "nodes 2 and 3 join empty and catch up by InstallSnapshot"
+# rejoin I: node I joins with an empty data dir and catches up by InstallSnapshot;
+# prints the time from its start to an equal record count and digest.
+rejoin() {
+	local i=$1 ip=${IPS[$(($1 - 1))]} want digest t secs
 	want=$("$BIN/idemnode" status --addr "${IPS[0]}:7400" -o json | sed -n 's/.*"records": *\([0-9]*\).*/\1/p')
+	digest=$("$BIN/idemnode" status --addr "${IPS[0]}:7400" -o json | sed -n 's/.*"digest": *"\([0-9a-f]*\)".*/\1/p')
 	t=$(now)
-	serve 2 --join "${IPS[0]}:7402" >/dev/null
-	serve 3 --join "${IPS[0]}:7402" >/dev/null
-	for ip in "${IPS[1]}" "${IPS[2]}"; do
-		deadline=$((SECONDS + 1800))
-		until "$BIN/idemnode" status --addr "$ip:7400" -o json 2>/dev/null | grep -q "\"records\": *$want[,}]"; do
-			((SECONDS < deadline)) || { echo "bigstate.sh: $ip did not catch up" >&2; exit 1; }
-			sleep 0.2
-		done
+	serve "$i" --join "${IPS[0]}:7402"
+	local deadline=$((SECONDS + 1800))
+	until "$BIN/idemnode" status --addr "$ip:7400" -o json 2>/dev/null | grep -q "\"digest\": *\"$digest\""; do
+		((SECONDS < deadline)) || { echo "bigstate.sh: $ip did not catch up" >&2; exit 1; }
+		sleep 0.1
 	done
 	secs=$(since "$t")
-	result rejoin_seconds "$secs"
-	result rejoin_records_per_second "$(echo "$want / $secs" | bc)"
-	for ip in "${IPS[@]}"; do "$BIN/idemnode" status --addr "$ip:7400" -o json | grep -o '"digest": *"[0-9a-f]*"'; done |
-		tee -a "$WORK/results.txt"
+	result "rejoin_n${i}_seconds" "$secs"
+	result "rejoin_n${i}_records_per_second" "$(echo "$want / $secs" | bc)"
+	result "rejoin_n${i}_rss_mib" "$(($(rss_kb "${PIDS[-1]}") / 1024))"
+}
+
+if [[ $REJOIN == 1 ]]; then
+	log "node 2, then node 3, join empty and catch up by InstallSnapshot"
+	rejoin 2
+	rejoin 3
 fi
+log "apply cost on node 1's store, inside its memory limit"
+kill -9 "$pid"
+sleep 0.5
+(cd "$REPO" && go test -c -o "$BIN/store.test" ./store)
+sh -c "echo \$\$ > $CG/n1/cgroup.procs; exec env IDEMNODE_BENCH_STORE=$WORK/n1/fsm IDEMNODE_BENCH_RECORDS=$RECORDS \
+	$BIN/store.test -test.run '^$' -test.bench ApplyOnStore -test.benchtime ${APPLY_COMMANDS:-128000}x" |
+	grep -E '^Benchmark' | tee -a "$WORK/results.txt"
 log "done: $WORK/results.txt"
 cat "$WORK/results.txt" >"${RESULTS_OUT:-/dev/null}"

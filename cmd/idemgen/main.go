@@ -75,14 +75,13 @@ func (s *synthetic) Meta() fsm.Meta { return s.meta }
 func (s *synthetic) Close() error   { return nil }
 
 // Records generates record i with key "bench-key-…" (zero-padded, so key
-// order is i's order).
+// order is i's order) and a body of pseudo-random bytes seeded by i, which
+// compresses no better than a real response would.
 func (s *synthetic) Records(fn func(enc []byte) error) error {
 	body := make([]byte, s.body)
-	for i := range body {
-		body[i] = 'a' + byte(i%26)
-	}
 	fp := sha256.Sum256([]byte("fingerprint"))
 	for i := range s.n {
+		fill(body, uint64(i))
 		r := &fsm.Record{
 			RecordKey:   fsm.RecordKey{Tenant: "tenant-1", Scope: "POST /v1", Key: fmt.Sprintf("bench-key-%036d", i)},
 			State:       fsm.StateCompleted,
@@ -99,6 +98,20 @@ func (s *synthetic) Records(fn func(enc []byte) error) error {
 		}
 	}
 	return nil
+}
+
+// fill writes xorshift64* output seeded by seed into b.
+func fill(b []byte, seed uint64) {
+	x := seed*0x9E3779B97F4A7C15 + 1
+	for i := 0; i < len(b); i += 8 {
+		x ^= x >> 12
+		x ^= x << 25
+		x ^= x >> 27
+		v := x * 0x2545F4914F6CDD1D
+		for j := 0; j < 8 && i+j < len(b); j++ {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
 }
 
 func uvarintLen(n int) int {
