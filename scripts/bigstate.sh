@@ -16,7 +16,7 @@
 #  6. with REJOIN=1: node 2, then node 3, join empty and catch up by InstallSnapshot: records/s
 #     from its start to an equal digest;
 #  7. the apply cost per command on node 1's store (store's BenchmarkApplyOnStore), in its cgroup.
-# Env: RECORDS (1000000), MEM (1G, per node), APPLY_COMMANDS (128000), LOAD_SECONDS (30), CLIENTS (64), REJOIN (0), WORK (a
+# Env: RECORDS (1000000), BODY (response bytes, 512), MEM (1G, per node), APPLY_COMMANDS (128000), LOAD_SECONDS (30), CLIENTS (64), REJOIN (0), WORK (a
 #      fresh dir under /var/tmp), IPS ("127.0.0.21 127.0.0.22 127.0.0.23"), KEEP (1: keep $WORK).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
@@ -58,7 +58,7 @@ done
 
 log "generating $RECORDS records"
 t=$(now)
-"$BIN/idemgen" -records "$RECORDS" -out "$WORK/backup.snap" | tee -a "$WORK/results.txt"
+"$BIN/idemgen" -records "$RECORDS" -body "${BODY:-512}" -out "$WORK/backup.snap" | tee -a "$WORK/results.txt"
 result generate_seconds "$(since "$t")"
 result backup_bytes "$(stat -c %s "$WORK/backup.snap")"
 
