@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
 	"github.com/idemnode/idemnode/fsm"
@@ -121,6 +122,9 @@ func (n *Node) openRaft() (bool, error) {
 	if err := n.checkStoredState(n.stores.log); err != nil {
 		return false, err
 	}
+	if err := n.termAtLeastStore(); err != nil {
+		return false, err
+	}
 	n.stream, err = newStreamLayer(n.cfg)
 	if err != nil {
 		return false, err
@@ -157,6 +161,25 @@ func (n *Node) openRaft() (bool, error) {
 		}
 	}
 	return existing, nil
+}
+
+// termAtLeastStore raises the current term to the store's, if it is lower:
+// a node must never campaign in a term below that of an entry it holds.
+// Only a store seeded by `snapshot restore`, which records the term after
+// putting the store in place, can be ahead of it (a crash in between);
+// raising a term is always safe in Raft.
+func (n *Node) termAtLeastStore() error {
+	const key = "CurrentTerm"
+	cur, err := n.stores.stable.GetUint64([]byte(key))
+	if err != nil && !errors.Is(err, raftboltdb.ErrKeyNotFound) {
+		return fmt.Errorf("read current term: %w", err)
+	}
+	if t := n.fsm.Meta().Term; t > cur {
+		if err := n.stores.stable.SetUint64([]byte(key), t); err != nil {
+			return fmt.Errorf("store current term: %w", err)
+		}
+	}
+	return nil
 }
 
 // logCacheEntries is how many recent log entries stay in memory: with one

@@ -35,7 +35,6 @@ const exitStore = exitLogWrite
 // the log after it.
 func openMachine(cfg Config, log *slog.Logger) (*fsm.Machine, error) {
 	dir := filepath.Join(cfg.DataDir, storeDir)
-	migrate := !store.Exists(dir)
 	s, err := store.Open(dir, store.Options{
 		CacheSize: cfg.StoreCacheSize, MemTableSize: cfg.StoreMemTableSize,
 		Fatal: func(err error) {
@@ -55,10 +54,15 @@ func openMachine(cfg Config, log *slog.Logger) (*fsm.Machine, error) {
 		s.Close()
 		return nil, storeError(dir, err)
 	}
-	if migrate {
+	// An empty store beside old snapshots is a migration to do (again, if a
+	// crash cut one short: the migrated store replaces the empty one
+	// atomically, so a store holding state means the migration finished).
+	// A store holding state beside them is one whose migration finished
+	// but for removing them.
+	if m.Applied() == 0 {
 		err = migrateLegacySnapshot(cfg.DataDir, m, log)
 	} else {
-		err = os.RemoveAll(filepath.Join(cfg.DataDir, legacySnapshotDir)) // a migration a crash cut short after its store was in place
+		err = os.RemoveAll(filepath.Join(cfg.DataDir, legacySnapshotDir))
 	}
 	if err != nil {
 		m.Close()

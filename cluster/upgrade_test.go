@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemnode/idemnode/fsm"
+	"github.com/idemnode/idemnode/store"
 )
 
 // legacyRecord is one record of cluster/testdata/legacy-inmem-v1.tar.gz's
@@ -43,9 +44,24 @@ type legacyFixture struct {
 // the same state in the store alone.
 func TestUpgradeFromInMemoryRelease(t *testing.T) {
 	t.Parallel()
+	t.Run("first start", func(t *testing.T) { testUpgrade(t, false) })
+	// A crash during the first start can leave the new, still empty store
+	// beside the old snapshots: the next start must migrate again, not
+	// take the empty store for a finished migration.
+	t.Run("after a migration cut short", func(t *testing.T) { testUpgrade(t, true) })
+}
+
+func testUpgrade(t *testing.T, cutShort bool) {
 	dir := t.TempDir()
 	want := unpackLegacyFixture(t, filepath.Join("testdata", "legacy-inmem-v1.tar.gz"), dir)
 	data := filepath.Join(dir, "data")
+	if cutShort {
+		s, err := store.Open(filepath.Join(data, "fsm"), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
 	cfg := soloConfig(data, "127.0.110.7")
 	// The fixture's records were written on 2026-11-27 with a 30-day TTL;
 	// the node stamps a time a minute after them, so they stay live

@@ -217,11 +217,14 @@ func (m *Machine) DigestAt() (uint64, string) {
 	return m.meta.Applied, m.meta.digest()
 }
 
-// Sync makes every applied entry durable in the store.
+// Sync makes every applied entry durable in the store. It holds no lock
+// while the store flushes: commits and reads go on meanwhile (a store's
+// Sync is safe beside them, and beside its own replacement).
 func (m *Machine) Sync() error {
 	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.store.Sync()
+	s := m.store
+	m.mu.RUnlock()
+	return s.Sync()
 }
 
 // View returns a point-in-time view of the store, for a snapshot stream.
@@ -243,6 +246,7 @@ func (m *Machine) NewBuilder() (Builder, error) {
 func (m *Machine) Install(b Builder) error {
 	s, err := b.Install()
 	if err != nil {
+		b.Abort()
 		return fmt.Errorf("install restored store: %w", err)
 	}
 	m.mu.RLock()
@@ -253,9 +257,10 @@ func (m *Machine) Install(b Builder) error {
 		return err
 	}
 	m.watch.notifyAll()
-	if err := old.Close(); err != nil {
-		return fmt.Errorf("close replaced store: %w", err)
-	}
+	// The new store is in place: a failure to close the old one changes
+	// nothing of the state (a disk fault there reaches the store's own
+	// fault handler), so the install stands.
+	_ = old.Close()
 	return nil
 }
 

@@ -64,7 +64,7 @@ for w in $(seq 1 "$n"); do
 		-out "$WORK/w$w.jsonl" 2>/dev/null >/dev/null || true
 	ops=$(sed -n 's/.*"ops_per_s":\([0-9.]*\).*/\1/p' "$WORK/w$w.jsonl" | tail -1)
 	p99=$(sed -n 's/.*"p99_ms":\([0-9.]*\).*/\1/p' "$WORK/w$w.jsonl" | tail -1)
-	recs=$(($(metric "${IPS[0]}" idemnode_records_completed | cut -d. -f1) + $(metric "${IPS[0]}" idemnode_records_pending | cut -d. -f1)))
+	recs=$( (metric "${IPS[0]}" idemnode_records_completed; metric "${IPS[0]}" idemnode_records_pending) | awk '{n += $1} END {printf "%d", n}')
 	disk=$(metric "${IPS[0]}" idemnode_store_disk_bytes | awk '{printf "%d", $1 / 1048576}')
 	rss=()
 	for p in "${PIDS[@]}"; do rss+=($(($(awk '/VmRSS/ {print $2}' "/proc/$p/status") / 1024))); done

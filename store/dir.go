@@ -66,12 +66,6 @@ func Open(root string, o Options) (*Store, error) {
 	return s, nil
 }
 
-// Exists reports whether root holds a store.
-func Exists(root string) bool {
-	_, err := readCurrent(vfs.Default, root)
-	return err == nil
-}
-
 func readCurrent(fs vfs.FS, root string) (string, error) {
 	f, err := fs.Open(fs.PathJoin(root, currentFile))
 	if err != nil {
@@ -135,14 +129,15 @@ func syncDirs(fs vfs.FS, root string) error {
 	return nil
 }
 
-// reapExcept removes every store dir under root but keep.
+// reapExcept removes every store dir under root but keep, and any table a
+// build left for ingestion.
 func reapExcept(fs vfs.FS, root, keep string) error {
 	names, err := fs.List(root)
 	if err != nil {
 		return fmt.Errorf("list store dir: %w", err)
 	}
 	for _, n := range names {
-		if strings.HasPrefix(n, storePrefix) && n != keep {
+		if (strings.HasPrefix(n, storePrefix) && n != keep) || strings.HasPrefix(n, ingestPrefix) {
 			if err := fs.RemoveAll(fs.PathJoin(root, n)); err != nil {
 				return fmt.Errorf("remove stale store %s: %w", n, err)
 			}

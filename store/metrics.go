@@ -63,6 +63,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	m := s.Metrics()
+	if m == nil {
+		return // replaced by an installed snapshot while this scrape ran
+	}
 	for _, x := range collected {
 		kind := prometheus.GaugeValue
 		if x.counter {

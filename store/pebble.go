@@ -85,7 +85,7 @@ func (o Options) withDefaults() Options {
 		o.Fatal = func(err error) { panic(err) }
 	}
 	if o.Logger == nil {
-		o.Logger = quietLogger{}
+		o.Logger = quietLogger{fatal: o.Fatal}
 	}
 	return o
 }
@@ -120,7 +120,12 @@ func (o Options) pebbleOptions(cache *pebble.Cache, brk *breaker) *pebble.Option
 // openDB opens (creating when absent) the Pebble database in dir and
 // checks its format.
 func openDB(dir string, o Options, cache *pebble.Cache, brk *breaker) (*pebble.DB, error) {
-	db, err := pebble.Open(dir, o.pebbleOptions(cache, brk))
+	return openDBWith(dir, o.pebbleOptions(cache, brk))
+}
+
+// openDBWith is openDB with the Pebble options made already.
+func openDBWith(dir string, po *pebble.Options) (*pebble.DB, error) {
+	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
@@ -223,7 +228,7 @@ func get(r reader, key []byte, fail func(string, error) error) ([]byte, bool, er
 // key) order.
 func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 	var out [][]byte
-	err := s.walkExpiry(func(at int64, key []byte) (bool, error) {
+	err := s.walkExpiry(true, func(at int64, key []byte) (bool, error) {
 		if at > t || len(out) >= limit {
 			return false, nil
 		}
@@ -244,7 +249,7 @@ func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 func (s *Store) NextExpiry() (int64, bool, error) {
 	var next int64
 	var found bool
-	err := s.walkExpiry(func(at int64, _ []byte) (bool, error) {
+	err := s.walkExpiry(false, func(at int64, _ []byte) (bool, error) {
 		next, found = at, true
 		return false, nil
 	})
@@ -252,8 +257,12 @@ func (s *Store) NextExpiry() (int64, bool, error) {
 }
 
 // walkExpiry calls fn for each expiry index entry from expLow on, until fn
-// says stop, and moves expLow up to the first entry found.
-func (s *Store) walkExpiry(fn func(at int64, key []byte) (bool, error)) error {
+// says stop; with raise, it moves expLow up to the first entry found. Only
+// Due raises, because only the goroutine that commits may: a walk from
+// another goroutine (NextExpiry, the leader's ticker) could raise expLow
+// past a key a commit inserted between its read of expLow and its first
+// entry, hiding that key from every later Expire on this node alone.
+func (s *Store) walkExpiry(raise bool, fn func(at int64, key []byte) (bool, error)) error {
 	s.mu.Lock()
 	low := s.expLow
 	s.mu.Unlock()
@@ -268,10 +277,10 @@ func (s *Store) walkExpiry(fn func(at int64, key []byte) (bool, error)) error {
 			it.Close()
 			return s.fail("read the expiry index", fmt.Errorf("%w: %w", ErrCorrupt, err))
 		}
-		if first {
+		if first && raise {
 			s.raiseExpLow(low, it.Key())
-			first = false
 		}
+		first = false
 		more, err := fn(at, key)
 		if err != nil || !more {
 			it.Close()
@@ -285,7 +294,8 @@ func (s *Store) walkExpiry(fn func(at int64, key []byte) (bool, error)) error {
 }
 
 // raiseExpLow moves expLow from low up to first (the first entry at or
-// after low), unless a commit lowered it meanwhile.
+// after low). The caller is the committing goroutine, so no commit ran
+// between its read of expLow and now.
 func (s *Store) raiseExpLow(low, first []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -375,7 +385,15 @@ func (s *Store) writeRecords(b *pebble.Batch, changes []fsm.RecordChange) []byte
 }
 
 // Sync flushes the memtables, making every commit so far durable.
-func (s *Store) Sync() error { return flush(s.db, s.brk) }
+// A store that was replaced and closed meanwhile has nothing to sync: the
+// store that replaced it was flushed when it was built.
+func (s *Store) Sync() error {
+	if !s.acquire() {
+		return nil
+	}
+	defer s.release()
+	return flush(s.db, s.brk)
+}
 
 // flush waits for a flush of db's memtables, unless brk trips first.
 func flush(db *pebble.DB, brk *breaker) error {
@@ -404,6 +422,19 @@ func (s *Store) Close() error {
 	return err
 }
 
+// acquire takes a reference unless the store is closed already.
+func (s *Store) acquire() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 // release drops one reference; the last closes the database and removes
 // the store's dir if CURRENT no longer names it (a store replaced by a
 // restored snapshot).
@@ -422,12 +453,21 @@ func (s *Store) release() {
 func (s *Store) DiskUsage() uint64 { return s.db.Metrics().DiskSpaceUsage() }
 
 // Metrics returns Pebble's metrics.
-func (s *Store) Metrics() *pebble.Metrics { return s.db.Metrics() }
+// Metrics returns Pebble's metrics, or nil for a store closed already.
+func (s *Store) Metrics() *pebble.Metrics {
+	if !s.acquire() {
+		return nil
+	}
+	defer s.release()
+	return s.db.Metrics()
+}
 
-type quietLogger struct{}
+// quietLogger drops Pebble's log lines but its fatal ones, which go to
+// Options.Fatal (exit code 3 on a node) like every other store fault.
+type quietLogger struct{ fatal func(error) }
 
 func (quietLogger) Infof(string, ...interface{})  {}
 func (quietLogger) Errorf(string, ...interface{}) {}
-func (quietLogger) Fatalf(format string, args ...interface{}) {
-	panic(fmt.Sprintf(format, args...))
+func (l quietLogger) Fatalf(format string, args ...interface{}) {
+	l.fatal(fmt.Errorf("store: pebble: "+format, args...))
 }

@@ -18,7 +18,9 @@ type view struct {
 
 // View returns a point-in-time view; it keeps the database open until closed.
 func (s *Store) View() (fsm.View, error) {
-	s.refs.Add(1)
+	if !s.acquire() {
+		return nil, errBroken
+	}
 	snap := s.db.NewSnapshot()
 	v := &view{s: s, snap: snap}
 	enc, ok, err := get(snap, metaKey, s.fail)
