@@ -6,7 +6,7 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Bootstrap with --bootstrap-expect N (DESIGN.md §4), done as rqlite and
+// Bootstrap with --bootstrap-expect N (cluster/DESIGN.md, "Bootstrap"), done as rqlite and
 // Consul do it: every node runs the same command line; each gossips until
 // it sees N servers, and exactly one deterministic choice — the server with
 // the smallest id among exactly N, none of which is already in a cluster —

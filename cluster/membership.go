@@ -141,7 +141,7 @@ func newMembership(cfg Config, meta memberMeta, logger *slog.Logger) (*membershi
 
 // boundGossipTransport is memberlist's transport with TCP dials bound to
 // the node's own IP (UDP already leaves from the bound socket); see the
-// loopback trap in DESIGN.md §7.
+// loopback trap in cluster/DESIGN.md.
 type boundGossipTransport struct {
 	*memberlist.NetTransport
 	dialer net.Dialer

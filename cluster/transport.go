@@ -12,7 +12,7 @@ import (
 // boundStreamLayer is raft's network layer with every outgoing connection
 // bound to the node's own IP. Without the bind, a node on 127.0.0.12 that
 // dials 127.0.0.11 sends from 127.0.0.1, and a partition rule on the node's
-// address would not cut it (DESIGN.md §7). On a multi-homed host it also
+// address would not cut it (cluster/DESIGN.md). On a multi-homed host it also
 // makes the source address predictable for firewalls.
 type boundStreamLayer struct {
 	net.Listener

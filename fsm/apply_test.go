@@ -46,7 +46,7 @@ var (
 	shortTTL  = []*Command{claimWith("k", defFP, "o1", defLease, 60*sec, at(0))}
 )
 
-// applyCases has one case per row of the outcome tables of DESIGN.md §2,
+// applyCases has one case per row of the outcome tables of docs/API.md,
 // plus the edges the rows imply (boundaries, lapsed leases, stale holders).
 var applyCases = []applyCase{
 	// Claim.

@@ -6,7 +6,7 @@ import (
 )
 
 // Shared helpers of the fsm tests: command builders with the defaults of
-// DESIGN.md §1 (lease 30 s, TTL 24 h) and a harness that numbers log entries.
+// docs/API.md (lease 30 s, TTL 24 h) and a harness that numbers log entries.
 
 const (
 	sec        = int64(time.Second)

@@ -127,7 +127,7 @@ func decoded(t *rapid.T, c *Command) *Command {
 	return d
 }
 
-// safety checks the guarantees of DESIGN.md §3 between two consecutive
+// safety checks the guarantees of fsm/DESIGN.md ("Safety statements") between two consecutive
 // states: a completed record never changes during its TTL lifetime (so at
 // most one completion is recorded), a record's token never goes back, and
 // every newly issued token is larger than any issued before.

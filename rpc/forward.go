@@ -40,7 +40,7 @@ func isForwarded(ctx context.Context) bool {
 type forwardedOnStream struct{}
 
 // forwarder keeps one client connection per leader address. Connections
-// leave from the node's own IP (see the loopback trap in DESIGN.md §7).
+// leave from the node's own IP (see the loopback trap in cluster/DESIGN.md).
 type forwarder struct {
 	dialer net.Dialer
 	// creds secure connections to other nodes; nil means plaintext.

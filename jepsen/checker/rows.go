@@ -1,6 +1,6 @@
 package checker
 
-// The rows of the outcome tables (DESIGN.md §2, fsm/apply.go), over
+// The rows of the outcome tables (docs/API.md, fsm/apply.go), over
 // abstract states. Each row function gets a candidate whose FSM time range
 // and record already satisfy the row's lookup (live or gone), narrows them
 // by the row's conditions and the answer, and returns the candidates that
