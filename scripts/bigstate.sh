@@ -15,8 +15,10 @@
 #  5. kill -9 and restart: time from start to serving again;
 #  6. with REJOIN=1: node 2, then node 3, join empty and catch up by InstallSnapshot: records/s
 #     from its start to an equal digest;
-#  7. the apply cost per command on node 1's store (store's BenchmarkApplyOnStore), in its cgroup.
-# Env: RECORDS (1000000), BODY (response bytes, 512), MEM (1G, per node), APPLY_COMMANDS (128000), LOAD_SECONDS (30), CLIENTS (64), REJOIN (0), WORK (a
+#  7. the apply cost per command on node 1's store (store's BenchmarkApplyOnStore), in its cgroup;
+#  8. with EXPIRE=1: every record expires at once, deleted by Expire entries of 1 000 until the
+#     store is empty (BenchmarkExpireAll): the time per entry, first tenth against last.
+# Env: RECORDS (1000000), BODY (response bytes, 512), EXPIRE (0), MEM (1G, per node), APPLY_COMMANDS (128000), LOAD_SECONDS (30), CLIENTS (64), REJOIN (0), WORK (a
 #      fresh dir under /var/tmp), IPS ("127.0.0.21 127.0.0.22 127.0.0.23"), KEEP (1: keep $WORK).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
@@ -153,5 +155,11 @@ sleep 0.5
 sh -c "echo \$\$ > $CG/n1/cgroup.procs; exec env IDEMNODE_BENCH_STORE=$WORK/n1/fsm IDEMNODE_BENCH_RECORDS=$RECORDS \
 	$BIN/store.test -test.run '^$' -test.bench ApplyOnStore -test.benchtime ${APPLY_COMMANDS:-128000}x" |
 	grep -E '^Benchmark' | tee -a "$WORK/results.txt"
+if [[ ${EXPIRE:-0} == 1 ]]; then
+	log "every record expires: Expire entries of 1000 until the store is empty"
+	sh -c "echo \$\$ > $CG/n1/cgroup.procs; exec env IDEMNODE_BENCH_STORE=$WORK/n1/fsm \
+		$BIN/store.test -test.run '^$' -test.bench ExpireAll -test.benchtime 1x -test.timeout 60m" |
+		grep -E '^Benchmark' | tee -a "$WORK/results.txt"
+fi
 log "done: $WORK/results.txt"
 cat "$WORK/results.txt" >"${RESULTS_OUT:-/dev/null}"

@@ -80,3 +80,67 @@ func BenchmarkApplyOnStore(b *testing.B) {
 	}
 	b.ReportMetric(float64(m.Len()), "records")
 }
+
+// BenchmarkExpireAll measures expiry at scale: Expire entries of 1 000 (the
+// leader's default limit) applied until every record of the store at
+// $IDEMNODE_BENCH_STORE has expired. idemgen's records all expire within a
+// few milliseconds of each other, so this is the queue-like delete the
+// LSM handles worst: each Expire scans from the start of the expiry index
+// past what the earlier ones deleted (store.expLow keeps that to the last
+// Expire's markers). It reports the mean and the worst entry, and the last
+// tenth of the entries against the first, which would grow if the markers
+// piled up in the scans. Run it once (-benchtime 1x): it empties the store.
+func BenchmarkExpireAll(b *testing.B) {
+	dir := os.Getenv("IDEMNODE_BENCH_STORE")
+	if dir == "" {
+		b.Skip("set IDEMNODE_BENCH_STORE to a store dir (scripts/bigstate.sh EXPIRE=1 does)")
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := fsm.New(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	last, ok := m.NextExpiry()
+	if !ok {
+		b.Fatal("the store holds no record")
+	}
+	start := m.Len()
+	index := m.Applied()
+	now := last + int64(48*time.Hour) // past every record's TTL
+	var took []time.Duration
+	b.ResetTimer()
+	for m.Len() > 0 {
+		index++
+		t := time.Now()
+		res := m.ApplyEntries([]fsm.Entry{{Index: index, Term: 1, Cmd: &fsm.Command{Type: fsm.TypeExpire, Now: now, Limit: 1000}}})[0]
+		took = append(took, time.Since(t))
+		if res.Expired == 0 {
+			b.Fatalf("an Expire deleted nothing with %d records left", m.Len())
+		}
+	}
+	b.StopTimer()
+	var total, worst time.Duration
+	for _, d := range took {
+		total += d
+		worst = max(worst, d)
+	}
+	tenth := max(len(took)/10, 1)
+	mean := func(ds []time.Duration) float64 {
+		var t time.Duration
+		for _, d := range ds {
+			t += d
+		}
+		return float64(t.Microseconds()) / float64(len(ds))
+	}
+	b.ReportMetric(float64(start), "records")
+	b.ReportMetric(float64(len(took)), "entries")
+	b.ReportMetric(float64(total.Milliseconds())/1000, "s-total")
+	b.ReportMetric(mean(took), "µs/entry")
+	b.ReportMetric(float64(worst.Microseconds()), "µs-worst")
+	b.ReportMetric(mean(took[:tenth]), "µs/entry-first-tenth")
+	b.ReportMetric(mean(took[len(took)-tenth:]), "µs/entry-last-tenth")
+}
