@@ -21,20 +21,9 @@ import (
 // inside the node's memory limit); $IDEMNODE_BENCH_RECORDS says how many
 // records idemgen wrote there, for the replays. ns/op is per command.
 func BenchmarkApplyOnStore(b *testing.B) {
-	dir := os.Getenv("IDEMNODE_BENCH_STORE")
-	if dir == "" {
-		b.Skip("set IDEMNODE_BENCH_STORE to a store dir (scripts/bigstate.sh does)")
-	}
-	stored, _ := strconv.Atoi(os.Getenv("IDEMNODE_BENCH_RECORDS"))
-	s, err := Open(dir, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, err := fsm.New(s)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := openBenchStore(b)
 	defer m.Close()
+	stored, _ := strconv.Atoi(os.Getenv("IDEMNODE_BENCH_RECORDS"))
 	index, now := m.Applied(), max(m.Now(), time.Now().UnixNano())
 	fp := sha256.Sum256([]byte("fingerprint"))
 	body := make([]byte, 512)
@@ -91,18 +80,7 @@ func BenchmarkApplyOnStore(b *testing.B) {
 // tenth of the entries against the first, which would grow if the markers
 // piled up in the scans. Run it once (-benchtime 1x): it empties the store.
 func BenchmarkExpireAll(b *testing.B) {
-	dir := os.Getenv("IDEMNODE_BENCH_STORE")
-	if dir == "" {
-		b.Skip("set IDEMNODE_BENCH_STORE to a store dir (scripts/bigstate.sh EXPIRE=1 does)")
-	}
-	s, err := Open(dir, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, err := fsm.New(s)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := openBenchStore(b)
 	defer m.Close()
 	last, ok := m.NextExpiry()
 	if !ok {
@@ -143,4 +121,22 @@ func BenchmarkExpireAll(b *testing.B) {
 	b.ReportMetric(float64(worst.Microseconds()), "µs-worst")
 	b.ReportMetric(mean(took[:tenth]), "µs/entry-first-tenth")
 	b.ReportMetric(mean(took[len(took)-tenth:]), "µs/entry-last-tenth")
+}
+
+// openBenchStore opens a Machine over the store at $IDEMNODE_BENCH_STORE,
+// or skips the benchmark without one (scripts/bigstate.sh sets it).
+func openBenchStore(b *testing.B) *fsm.Machine {
+	dir := os.Getenv("IDEMNODE_BENCH_STORE")
+	if dir == "" {
+		b.Skip("set IDEMNODE_BENCH_STORE to a store dir (scripts/bigstate.sh does)")
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := fsm.New(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
 }
