@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -41,6 +42,11 @@ type Options struct {
 	FS vfs.FS
 	// Logger receives Pebble's own log lines; nil discards them.
 	Logger pebble.Logger
+
+	// flushEvery is the bytes committed between the flushes that let
+	// lookups skip the memtables (unflushed.go); 3/4 of MemTableSize when
+	// 0. Tests make it small, so that lookups cross many flushes.
+	flushEvery int
 }
 
 // Store is the Pebble fsm.Store.
@@ -67,6 +73,9 @@ type Store struct {
 	// Pebble would otherwise step over one by one until compaction drops
 	// them (a queue's classic cost in an LSM).
 	expLow []byte
+
+	// unflushed knows which records may be in a memtable.
+	unflushed *unflushed
 }
 
 var _ fsm.Store = (*Store)(nil)
@@ -77,6 +86,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.flushEvery <= 0 {
+		o.flushEvery = int(o.MemTableSize * 3 / 4)
 	}
 	if o.FS == nil {
 		o.FS = vfs.Default
@@ -160,7 +172,8 @@ var ErrCorrupt = errors.New("store is corrupt")
 
 // newStore wraps an open database, loading its metadata.
 func newStore(root, name string, o Options, db *pebble.DB, cache *pebble.Cache, brk *breaker) (*Store, error) {
-	s := &Store{root: root, name: name, opts: o, db: db, cache: cache, expLow: []byte{prefixExpiry}, brk: brk}
+	s := &Store{root: root, name: name, opts: o, db: db, cache: cache, expLow: []byte{prefixExpiry}, brk: brk,
+		unflushed: newUnflushed(o.flushEvery)}
 	s.refs.Store(1)
 	v, closer, err := db.Get(metaKey)
 	switch {
@@ -201,9 +214,40 @@ func (b *breaker) fail(what string, err error) error {
 // errBroken answers a Sync or Close after a fatal error.
 var errBroken = errors.New("store: stopped after a fatal error")
 
-// Get returns the encoded record under key.
+// Get returns the encoded record under key. A key no memtable can hold
+// is looked up in the sstables alone (unflushed.go says why).
 func (s *Store) Get(key []byte) ([]byte, bool, error) {
-	return get(s.db, recordKey(key), s.fail)
+	if s.unflushed.mayHold(key) {
+		return get(s.db, recordKey(key), s.fail)
+	}
+	return s.getFlushed(recordKey(key))
+}
+
+// flushedLookup reads the sstables only, with their Bloom filters on every
+// level: DB.Get skips the last level's, so each miss there would read an
+// index and a data block.
+var flushedLookup = pebble.IterOptions{OnlyReadGuaranteedDurable: true, UseL6Filters: true}
+
+// getFlushed looks key up in the sstables, skipping the memtables.
+func (s *Store) getFlushed(key []byte) ([]byte, bool, error) {
+	it, err := s.db.NewIter(&flushedLookup)
+	if err != nil {
+		return nil, false, s.fail("read a record", err)
+	}
+	var out []byte
+	found := it.SeekPrefixGE(key) && bytes.Equal(it.Key(), key)
+	if found {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return nil, false, s.fail("read a record", err)
+		}
+		out = bytes.Clone(v)
+	}
+	if err := it.Close(); err != nil {
+		return nil, false, s.fail("read a record", err)
+	}
+	return out, found, nil
 }
 
 // reader is what Get needs of a database or a snapshot.
@@ -335,20 +379,26 @@ func (s *Store) Usages() (map[string]fsm.Usage, error) {
 // after a crash the store holds some prefix of its commits, never a torn
 // one; Sync makes all of them durable.
 func (s *Store) Commit(c *fsm.Changes) error {
-	b := s.db.NewBatch()
-	defer b.Close()
-	lowest := s.writeRecords(b, c.Records)
+	w := writes{}
+	lowest := w.records(c.Records)
 	for _, u := range c.Usage {
 		if u.Usage == (fsm.Usage{}) {
-			b.Delete(usageKey(u.Tenant), nil)
+			w.del(usageKey(u.Tenant))
 			continue
 		}
-		b.Set(usageKey(u.Tenant), encodeUsage(u.Usage), nil)
+		w.set(usageKey(u.Tenant), encodeUsage(u.Usage))
 	}
 	meta, _ := c.Meta.MarshalBinary()
-	b.Set(metaKey, meta, nil)
+	w.set(metaKey, meta)
+	b := s.db.NewBatch()
+	defer b.Close()
+	w.into(b)
+	s.unflushed.add(c.Records, len(b.Repr()))
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return s.fail(fmt.Sprintf("commit entries up to %d", c.Meta.Applied), err)
+	}
+	if err := s.unflushed.rotate(s.db.AsyncFlush); err != nil {
+		return s.fail("flush", err)
 	}
 	s.mu.Lock()
 	s.meta = c.Meta
@@ -359,23 +409,50 @@ func (s *Store) Commit(c *fsm.Changes) error {
 	return nil
 }
 
-// writeRecords adds the record changes to b and returns the lowest expiry
-// key it inserts.
-func (s *Store) writeRecords(b *pebble.Batch, changes []fsm.RecordChange) []byte {
+// writes are one commit's key writes. Every key appears at most once (a
+// group's record changes are net, one per key), so their order is free:
+// into adds them to the batch in key order, which lets the memtable's
+// inserter start each insert from where the last one ended instead of the
+// skiplist's top. The group's expiry entries share one expiry time and
+// follow the newest, so in key order they go in one after another.
+type writes []write
+
+type write struct {
+	key, value []byte
+	delete     bool
+}
+
+func (w *writes) set(k, v []byte) { *w = append(*w, write{key: k, value: v}) }
+func (w *writes) del(k []byte)    { *w = append(*w, write{key: k, delete: true}) }
+
+func (w writes) into(b *pebble.Batch) {
+	slices.SortFunc(w, func(a, b write) int { return bytes.Compare(a.key, b.key) })
+	for _, x := range w {
+		if x.delete {
+			b.Delete(x.key, nil)
+		} else {
+			b.Set(x.key, x.value, nil)
+		}
+	}
+}
+
+// records adds the record changes and their expiry index entries, and
+// returns the lowest expiry key it inserts.
+func (w *writes) records(changes []fsm.RecordChange) []byte {
 	var lowest []byte
 	for _, rc := range changes {
 		sameExpiry := rc.HadOld && rc.New != nil && rc.OldExpiresAt == rc.NewExpiresAt
 		if rc.HadOld && !sameExpiry {
-			b.Delete(expiryKey(rc.OldExpiresAt, rc.Key), nil)
+			w.del(expiryKey(rc.OldExpiresAt, rc.Key))
 		}
 		if rc.New == nil {
-			b.Delete(recordKey(rc.Key), nil)
+			w.del(recordKey(rc.Key))
 			continue
 		}
-		b.Set(recordKey(rc.Key), rc.New, nil)
+		w.set(recordKey(rc.Key), rc.New)
 		if !sameExpiry {
 			x := expiryKey(rc.NewExpiresAt, rc.Key)
-			b.Set(x, nil, nil)
+			w.set(x, nil)
 			if lowest == nil || bytes.Compare(x, lowest) < 0 {
 				lowest = x
 			}

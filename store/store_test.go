@@ -105,7 +105,7 @@ type node struct {
 }
 
 func openNode(t testing.TB, fs *vfs.MemFS) *node {
-	s, err := Open("fsm", Options{FS: fs, CacheSize: 1 << 20, MemTableSize: 1 << 20})
+	s, err := Open("fsm", Options{FS: fs, CacheSize: 1 << 20, MemTableSize: 1 << 20, flushEvery: 8 << 10})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

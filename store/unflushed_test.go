@@ -1,0 +1,103 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/idemnode/idemnode/fsm"
+)
+
+// TestLookupsSkippingMemtablesAgree: across many flushes, with records
+// written, rewritten and deleted, a lookup that skips the memtables
+// answers exactly what a full lookup does, for every key, after every
+// commit.
+func TestLookupsSkippingMemtablesAgree(t *testing.T) {
+	s, err := Open("fsm", Options{FS: vfs.NewMem(), CacheSize: 1 << 20, MemTableSize: 1 << 20, flushEvery: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	stored := map[string][]byte{}
+	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%03d", i)) }
+	var skipped int
+	for applied := uint64(1); applied <= 800; applied++ {
+		var changes []fsm.RecordChange
+		for range rng.IntN(4) + 1 {
+			k := key(rng.IntN(64))
+			_, had := stored[string(k)]
+			rc := fsm.RecordChange{Key: k, HadOld: had, OldExpiresAt: 1, NewExpiresAt: 1}
+			if !had || rng.IntN(3) > 0 {
+				rc.New = bytes.Repeat([]byte{byte(applied)}, 100+rng.IntN(200))
+				stored[string(k)] = rc.New
+			} else {
+				delete(stored, string(k))
+			}
+			changes = append(changes, rc)
+		}
+		if err := s.Commit(&fsm.Changes{Meta: fsm.Meta{Applied: applied}, Records: changes}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 64 {
+			k := key(i)
+			if !s.unflushed.mayHold(k) {
+				skipped++
+			}
+			got, ok, err := s.Get(k)
+			want, wantOK := stored[string(k)]
+			if err != nil || ok != wantOK || !bytes.Equal(got, want) {
+				t.Fatalf("after commit %d, key %s: got %v %x (%v), want %v %x", applied, k, ok, got, err, wantOK, want)
+			}
+		}
+	}
+	if skipped == 0 {
+		t.Fatal("no lookup skipped the memtables: the test shows nothing")
+	}
+}
+
+// TestLookupsSkippingMemtablesSeeEveryCommit: a reader on another goroutine
+// that learns a commit is done finds its record, whichever way it looks.
+func TestLookupsSkippingMemtablesSeeEveryCommit(t *testing.T) {
+	s, err := Open("fsm", Options{FS: vfs.NewMem(), CacheSize: 1 << 20, MemTableSize: 1 << 20, flushEvery: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	key := func(i int64) []byte { return []byte(fmt.Sprintf("key-%06d", i)) }
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := done.Load(); n < 3000; n = done.Load() {
+				if n == 0 {
+					continue
+				}
+				if _, ok, err := s.Get(key(n)); err != nil || !ok {
+					errs <- fmt.Errorf("record %d committed but not found (%v)", n, err)
+					return
+				}
+			}
+		}()
+	}
+	for i := int64(1); i <= 3000; i++ {
+		rc := fsm.RecordChange{Key: key(i), New: bytes.Repeat([]byte("v"), 300), NewExpiresAt: 1}
+		if err := s.Commit(&fsm.Changes{Meta: fsm.Meta{Applied: uint64(i)}, Records: []fsm.RecordChange{rc}}); err != nil {
+			t.Fatal(err)
+		}
+		done.Store(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
