@@ -92,7 +92,9 @@ type TenantUsage struct {
 	Usage  Usage
 }
 
-// Changes is what one Commit writes.
+// Changes is what one Commit writes: the group's net change of each record
+// it touched and of each tenant's usage, each key at most once, so a store
+// may write them in any order.
 type Changes struct {
 	Meta    Meta
 	Records []RecordChange

@@ -217,20 +217,31 @@ var errBroken = errors.New("store: stopped after a fatal error")
 // Get returns the encoded record under key. A key no memtable can hold
 // is looked up in the sstables alone (unflushed.go says why).
 func (s *Store) Get(key []byte) ([]byte, bool, error) {
+	return s.lookup(key, &missLookup)
+}
+
+// lookup is Get with the sstables' read options for a key that is in none
+// of the memtables.
+func (s *Store) lookup(key []byte, flushed *pebble.IterOptions) ([]byte, bool, error) {
 	if s.unflushed.mayHold(key) {
 		return get(s.db, recordKey(key), s.fail)
 	}
-	return s.getFlushed(recordKey(key))
+	return s.getFlushed(recordKey(key), flushed)
 }
 
-// flushedLookup reads the sstables only, with their Bloom filters on every
-// level: DB.Get skips the last level's, so each miss there would read an
-// index and a data block.
-var flushedLookup = pebble.IterOptions{OnlyReadGuaranteedDurable: true, UseL6Filters: true}
+// The sstables' read options. missLookup is for a key that is most likely
+// nowhere (a claim's): the last level's Bloom filter answers the miss,
+// where DB.Get would skip it and read an index and a data block.
+// hitLookup is for a key that is stored (Due's): a filter cannot spare
+// that read, and the last level's filters are the largest blocks to cache.
+var (
+	missLookup = pebble.IterOptions{OnlyReadGuaranteedDurable: true, UseL6Filters: true}
+	hitLookup  = pebble.IterOptions{OnlyReadGuaranteedDurable: true}
+)
 
 // getFlushed looks key up in the sstables, skipping the memtables.
-func (s *Store) getFlushed(key []byte) ([]byte, bool, error) {
-	it, err := s.db.NewIter(&flushedLookup)
+func (s *Store) getFlushed(key []byte, opts *pebble.IterOptions) ([]byte, bool, error) {
+	it, err := s.db.NewIter(opts)
 	if err != nil {
 		return nil, false, s.fail("read a record", err)
 	}
@@ -276,7 +287,7 @@ func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 		if at > t || len(out) >= limit {
 			return false, nil
 		}
-		enc, ok, err := s.Get(key)
+		enc, ok, err := s.lookup(key, &hitLookup)
 		if err != nil {
 			return false, err
 		}

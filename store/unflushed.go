@@ -66,18 +66,24 @@ func (u *unflushed) mayHold(key []byte) bool {
 
 // rotate starts a new generation when cur is full (or the store is new)
 // and no flush is running; flush starts the flush of every memtable and
-// returns a channel closed when it is done. Called after a commit.
+// returns a channel closed when it is done. Only the committing goroutine
+// calls rotate, after a commit, so nothing is written between the flush's
+// start and the swap. The flush starts outside mu: it may wait out a write
+// stall, and readers must not wait with it.
 func (u *unflushed) rotate(flush func() (<-chan struct{}, error)) error {
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	u.reapLocked()
-	if u.flushing != nil || (!u.all && u.curBytes < u.limit) {
+	due := u.flushing == nil && (u.all || u.curBytes >= u.limit)
+	u.mu.Unlock()
+	if !due {
 		return nil
 	}
 	done, err := flush()
 	if err != nil {
 		return err
 	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	u.prev, u.prevAll = u.cur, u.all
 	u.cur, u.curBytes, u.all = map[uint64]struct{}{}, 0, false
 	u.flushing = done
