@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -390,20 +389,18 @@ func (s *Store) Usages() (map[string]fsm.Usage, error) {
 // after a crash the store holds some prefix of its commits, never a torn
 // one; Sync makes all of them durable.
 func (s *Store) Commit(c *fsm.Changes) error {
-	w := writes{}
-	lowest := w.records(c.Records)
-	for _, u := range c.Usage {
-		if u.Usage == (fsm.Usage{}) {
-			w.del(usageKey(u.Tenant))
-			continue
-		}
-		w.set(usageKey(u.Tenant), encodeUsage(u.Usage))
-	}
-	meta, _ := c.Meta.MarshalBinary()
-	w.set(metaKey, meta)
 	b := s.db.NewBatch()
 	defer b.Close()
-	w.into(b)
+	lowest := writeRecords(b, c.Records)
+	for _, u := range c.Usage {
+		if u.Usage == (fsm.Usage{}) {
+			b.Delete(usageKey(u.Tenant), nil)
+			continue
+		}
+		b.Set(usageKey(u.Tenant), encodeUsage(u.Usage), nil)
+	}
+	meta, _ := c.Meta.MarshalBinary()
+	b.Set(metaKey, meta, nil)
 	s.unflushed.add(c.Records, len(b.Repr()))
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return s.fail(fmt.Sprintf("commit entries up to %d", c.Meta.Applied), err)
@@ -420,50 +417,23 @@ func (s *Store) Commit(c *fsm.Changes) error {
 	return nil
 }
 
-// writes are one commit's key writes. Every key appears at most once (a
-// group's record changes are net, one per key), so their order is free:
-// into adds them to the batch in key order, which lets the memtable's
-// inserter start each insert from where the last one ended instead of the
-// skiplist's top. The group's expiry entries share one expiry time and
-// follow the newest, so in key order they go in one after another.
-type writes []write
-
-type write struct {
-	key, value []byte
-	delete     bool
-}
-
-func (w *writes) set(k, v []byte) { *w = append(*w, write{key: k, value: v}) }
-func (w *writes) del(k []byte)    { *w = append(*w, write{key: k, delete: true}) }
-
-func (w writes) into(b *pebble.Batch) {
-	slices.SortFunc(w, func(a, b write) int { return bytes.Compare(a.key, b.key) })
-	for _, x := range w {
-		if x.delete {
-			b.Delete(x.key, nil)
-		} else {
-			b.Set(x.key, x.value, nil)
-		}
-	}
-}
-
-// records adds the record changes and their expiry index entries, and
-// returns the lowest expiry key it inserts.
-func (w *writes) records(changes []fsm.RecordChange) []byte {
+// writeRecords adds the record changes and their expiry index entries to
+// b, and returns the lowest expiry key it inserts.
+func writeRecords(b *pebble.Batch, changes []fsm.RecordChange) []byte {
 	var lowest []byte
 	for _, rc := range changes {
 		sameExpiry := rc.HadOld && rc.New != nil && rc.OldExpiresAt == rc.NewExpiresAt
 		if rc.HadOld && !sameExpiry {
-			w.del(expiryKey(rc.OldExpiresAt, rc.Key))
+			b.Delete(expiryKey(rc.OldExpiresAt, rc.Key), nil)
 		}
 		if rc.New == nil {
-			w.del(recordKey(rc.Key))
+			b.Delete(recordKey(rc.Key), nil)
 			continue
 		}
-		w.set(recordKey(rc.Key), rc.New)
+		b.Set(recordKey(rc.Key), rc.New, nil)
 		if !sameExpiry {
 			x := expiryKey(rc.NewExpiresAt, rc.Key)
-			w.set(x, nil)
+			b.Set(x, nil, nil)
 			if lowest == nil || bytes.Compare(x, lowest) < 0 {
 				lowest = x
 			}
