@@ -23,8 +23,10 @@ type trackedFSM struct {
 	batchSizes    prometheus.Histogram
 	snapshotTimes prometheus.Histogram
 
-	// installs hands Restore the stores InstallSnapshot built.
+	// installs hands Restore the stores InstallSnapshot built; logs is
+	// told what becomes of the log after each (install.go).
 	installs *storeSnapshots
+	logs     *guardedLogStore
 
 	// mu guards changed, which is closed and replaced after every apply or
 	// restore: that wakes all waiters without a poll loop.
@@ -67,14 +69,29 @@ func (t *trackedFSM) Restore(rc io.ReadCloser) error {
 	defer t.wake()
 	defer rc.Close()
 	br := bufio.NewReaderSize(rc, 64<<10)
-	b, ok, err := t.installs.preparedInstall(br)
+	inst, ok, err := t.installs.preparedInstall(br)
 	switch {
 	case err != nil:
 		return fmt.Errorf("restore snapshot: %w", err)
 	case ok:
-		return t.Machine.Install(b)
+		return t.install(inst)
 	}
 	return t.Machine.Restore(br)
+}
+
+// install swaps in the store an InstallSnapshot built, unless the log
+// could not continue from it (install.go).
+func (t *trackedFSM) install(inst *builtInstall) error {
+	plan, err := t.logs.planInstall(inst.index)
+	if err != nil {
+		inst.builder.Abort()
+		return err
+	}
+	if err := t.Machine.Install(inst.builder); err != nil {
+		return err
+	}
+	t.logs.installed(plan)
+	return nil
 }
 
 func (t *trackedFSM) wake() {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -31,6 +32,9 @@ type guardedLogStore struct {
 	stallFile string
 	log       *slog.Logger
 	exit      func(code int)
+	// keepLogOnce answers raft's question after the next installed
+	// snapshot (install.go).
+	keepLogOnce atomic.Bool
 }
 
 // exitLogWrite is the exit code of a node whose log write failed or hung.
@@ -67,14 +71,6 @@ func (g *guardedLogStore) GetLog(index uint64, l *raft.Log) error {
 		return raft.ErrLogNotFound
 	}
 	return g.LogStore.GetLog(index, l)
-}
-
-// IsMonotonic passes on whether the wrapped store refuses gaps in the log
-// (raft.MonotonicLogStore): raft then empties the log after installing a
-// snapshot instead of leaving a gap the store would refuse.
-func (g *guardedLogStore) IsMonotonic() bool {
-	m, ok := g.LogStore.(raft.MonotonicLogStore)
-	return ok && m.IsMonotonic()
 }
 
 func (g *guardedLogStore) guard(write func() error) error {

@@ -42,13 +42,20 @@ type storeSnapshots struct {
 	// mu guards built: finished InstallSnapshot builds by snapshot id,
 	// waiting for Restore.
 	mu    sync.Mutex
-	built map[string]fsm.Builder
+	built map[string]*builtInstall
+}
+
+// builtInstall is a finished InstallSnapshot build and the log position
+// the leader sent it at.
+type builtInstall struct {
+	builder     fsm.Builder
+	index, term uint64
 }
 
 var _ raft.SnapshotStore = (*storeSnapshots)(nil)
 
 func newStoreSnapshots(machine func() *fsm.Machine) *storeSnapshots {
-	return &storeSnapshots{machine: machine, built: map[string]fsm.Builder{}}
+	return &storeSnapshots{machine: machine, built: map[string]*builtInstall{}}
 }
 
 // installMarker opens the stream Open returns for a finished build.
@@ -83,7 +90,7 @@ func (s *storeSnapshots) Create(version raft.SnapshotVersion, index, term uint64
 	configurationIndex uint64, _ raft.Transport) (raft.SnapshotSink, error) {
 	base := fsm.Meta{Term: term, ConfigIndex: configurationIndex, Config: raft.EncodeConfiguration(configuration)}
 	id := fmt.Sprintf("%d-%d-%d", term, index, time.Now().UnixMilli())
-	return &storeSink{store: s, id: id, base: base}, nil
+	return &storeSink{store: s, id: id, base: base, index: index}, nil
 }
 
 // Open streams the store as it is now, or hands over a finished build.
@@ -109,7 +116,7 @@ func (s *storeSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, err
 }
 
 // take removes and returns the finished build of id.
-func (s *storeSnapshots) take(id string) (fsm.Builder, bool) {
+func (s *storeSnapshots) take(id string) (*builtInstall, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.built[id]
@@ -119,7 +126,7 @@ func (s *storeSnapshots) take(id string) (fsm.Builder, bool) {
 
 // preparedInstall reads the marker Open returned for a finished build, if
 // r starts with one, and returns that build.
-func (s *storeSnapshots) preparedInstall(r *bufio.Reader) (fsm.Builder, bool, error) {
+func (s *storeSnapshots) preparedInstall(r *bufio.Reader) (*builtInstall, bool, error) {
 	head, err := r.Peek(len(installMarker))
 	if err != nil || string(head) != installMarker {
 		return nil, false, nil // a stream, read as one
@@ -142,6 +149,7 @@ type storeSink struct {
 	store *storeSnapshots
 	id    string
 	base  fsm.Meta
+	index uint64 // the log index the snapshot ends at
 
 	pw      *io.PipeWriter
 	builder fsm.Builder
@@ -193,7 +201,7 @@ func (k *storeSink) Close() error {
 		return fmt.Errorf("install snapshot %s: %w", k.id, err)
 	}
 	k.store.mu.Lock()
-	k.store.built[k.id] = k.builder
+	k.store.built[k.id] = &builtInstall{builder: k.builder, index: k.index, term: k.base.Term}
 	k.store.mu.Unlock()
 	return nil
 }
