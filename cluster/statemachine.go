@@ -157,6 +157,29 @@ func (s *appliedAheadStore) Commit(c *fsm.Changes) error {
 // kills fall.
 func (s *appliedAheadStore) Sync() error { return nil }
 
+// NewBuilder keeps the bug in the store an InstallSnapshot builds, which
+// would otherwise replace the planted store with a correct one.
+func (s *appliedAheadStore) NewBuilder() (fsm.Builder, error) {
+	b, err := s.Store.NewBuilder()
+	if err != nil {
+		return nil, err
+	}
+	return appliedAheadBuilder{Builder: b, path: s.path}, nil
+}
+
+type appliedAheadBuilder struct {
+	fsm.Builder
+	path string
+}
+
+func (b appliedAheadBuilder) Install() (fsm.Store, error) {
+	st, err := b.Builder.Install()
+	if err != nil {
+		return nil, err
+	}
+	return &appliedAheadStore{Store: st, path: b.path}, nil
+}
+
 func (s *appliedAheadStore) Meta() fsm.Meta {
 	m := s.Store.Meta()
 	var claimed fsm.Meta

@@ -37,6 +37,7 @@ type config struct {
 	bin      string
 	hotKeys  int
 	opsGen   int64
+	minTTL   time.Duration
 }
 
 func main() {
@@ -66,6 +67,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.bin, "bin", "", "idemnode binary to test (default: built from this tree)")
 	fs.IntVar(&cfg.hotKeys, "hot-keys", 4, "keys the clients race on at a time")
 	fs.Int64Var(&cfg.opsGen, "ops-per-key-set", 120, "operations before moving to fresh keys")
+	fs.DurationVar(&cfg.minTTL, "min-ttl", 3*time.Second, "shortest TTL a claim asks for (each draws up to 20s more)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -127,6 +129,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("-expect goes with -bug")
 	case c.hotKeys < 1 || c.opsGen < 1:
 		return fmt.Errorf("-hot-keys and -ops-per-key-set must be positive")
+	case c.minTTL < 2*time.Second || c.minTTL > 24*time.Hour:
+		return fmt.Errorf("-min-ttl must be 2s-24h (the nodes refuse a TTL under 2s), got %s", c.minTTL)
 	}
 	_, err := c.chosenFaults(true)
 	return err

@@ -196,7 +196,7 @@ func runLoad(ctx context.Context, cfg config, c *procCluster, chosen []fault, ke
 	var opSeq atomic.Int64
 	for p := range cfg.clients {
 		w := &worker{process: p, node: c.nodes[p%len(c.nodes)], keys: keys, hist: hist, clock: clock,
-			opSeq: &opSeq, rng: rand.New(rand.NewPCG(cfg.seed, uint64(p)+1))}
+			minTTL: cfg.minTTL, opSeq: &opSeq, rng: rand.New(rand.NewPCG(cfg.seed, uint64(p)+1))}
 		wg.Add(1)
 		go func() { defer wg.Done(); w.run(loadCtx) }()
 	}

@@ -16,18 +16,19 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 	if os.Getenv("IDEMNODE_JEPSEN") != "1" {
 		t.Skip("set IDEMNODE_JEPSEN=1 to run the harness (CI runs scripts/jepsen.sh selftest)")
 	}
-	for bug, c := range map[string]struct{ kind, nemesis string }{
-		"skip-fencing":    {"fencing,phantom-read", "partition-leader,pause"},
-		"stale-reads":     {"non-linearizable,stale-read", "partition-leader,pause"},
-		"follower-claims": {"duplicate-winner,lease-violation", "partition-leader,pause"},
+	for bug, c := range map[string]struct{ kind, nemesis, minTTL string }{
+		"skip-fencing":    {"fencing,phantom-read", "partition-leader,pause", "3s"},
+		"stale-reads":     {"non-linearizable,stale-read", "partition-leader,pause", "3s"},
+		"follower-claims": {"duplicate-winner,lease-violation", "partition-leader,pause", "3s"},
 		// The store claims an applied index whose records it never made
-		// durable: only a crash of every node shows it, as lost writes.
-		"applied-ahead": {"lost-write,early-regrant,duplicate-winner", "kill-all"},
+		// durable: only a crash of every node shows it, as lost writes,
+		// which TTLs of a minute keep alive until the final reads.
+		"applied-ahead": {"lost-write,early-regrant,duplicate-winner", "kill-all", "1m"},
 	} {
 		bug, kind := bug, c.kind
 		t.Run(bug, func(t *testing.T) {
 			cfg, err := parseFlags([]string{"-profile", "custom", "-duration", (30 * time.Second).String(),
-				"-nemesis", c.nemesis, "-bug", bug, "-expect", kind,
+				"-nemesis", c.nemesis, "-min-ttl", c.minTTL, "-bug", bug, "-expect", kind,
 				"-out", filepath.Join(t.TempDir(), "run")})
 			if err != nil {
 				t.Fatal(err)

@@ -89,6 +89,7 @@ type worker struct {
 	keys    *keySpace
 	hist    *history.Writer
 	clock   func() int64
+	minTTL  time.Duration // shortest TTL a claim asks for
 	opSeq   *atomic.Int64
 	rng     *rand.Rand
 	// failed is set when the last operation ended in an error, so the next
@@ -207,7 +208,7 @@ func (w *worker) call(ctx context.Context, e history.Event, do func(context.Cont
 
 func (w *worker) claim(ctx context.Context, key string) *holding {
 	lease := time.Duration(300+w.rng.IntN(1200)) * time.Millisecond
-	ttl := time.Duration(3+w.rng.IntN(20)) * time.Second
+	ttl := w.minTTL + time.Duration(w.rng.IntN(20))*time.Second
 	e := w.begin(history.FClaim, key)
 	e.Owner = fmt.Sprintf("p%d-op%d", w.process, e.Op)
 	e.LeaseNs, e.TTLNs = int64(lease), int64(ttl)
