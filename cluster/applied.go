@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -27,6 +28,7 @@ type trackedFSM struct {
 	// told what becomes of the log after each (install.go).
 	installs *storeSnapshots
 	logs     *guardedLogStore
+	log      *slog.Logger
 
 	// mu guards changed, which is closed and replaced after every apply or
 	// restore: that wakes all waiters without a poll loop.
@@ -91,6 +93,8 @@ func (t *trackedFSM) install(inst *builtInstall) error {
 		return err
 	}
 	t.logs.installed(plan)
+	t.log.Info("installed the leader's snapshot", "index", inst.index, "term", inst.term,
+		"records", t.Machine.Meta().Records, "log_kept", plan.keepLog)
 	return nil
 }
 

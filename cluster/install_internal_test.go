@@ -77,7 +77,7 @@ func newInstallRig(t *testing.T) *installRig {
 	tracked := newTrackedFSM(machine)
 	tracked.installs = newStoreSnapshots(func() *fsm.Machine { return machine })
 	logs := &guardedLogStore{LogStore: st.log, log: log, exit: cfg.exit}
-	tracked.logs = logs
+	tracked.logs, tracked.log = logs, log
 	cached, err := raft.NewLogCache(logCacheEntries, logs)
 	if err != nil {
 		t.Fatal(err)
