@@ -75,6 +75,8 @@ type Store struct {
 
 	// unflushed knows which records may be in a memtable.
 	unflushed *unflushed
+	// iters keeps the sstables' iterators between lookups (iters.go).
+	iters iterCache
 }
 
 var _ fsm.Store = (*Store)(nil)
@@ -222,10 +224,11 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 // lookup is Get with the sstables' read options for a key that is in none
 // of the memtables.
 func (s *Store) lookup(key []byte, flushed *pebble.IterOptions) ([]byte, bool, error) {
-	if s.unflushed.mayHold(key) {
+	may, forgotten := s.unflushed.mayHold(key)
+	if may {
 		return get(s.db, recordKey(key), s.fail)
 	}
-	return s.getFlushed(recordKey(key), flushed)
+	return s.getFlushed(recordKey(key), flushed, forgotten)
 }
 
 // The sstables' read options. missLookup is for a key that is most likely
@@ -238,9 +241,10 @@ var (
 	hitLookup  = pebble.IterOptions{OnlyReadGuaranteedDurable: true}
 )
 
-// getFlushed looks key up in the sstables, skipping the memtables.
-func (s *Store) getFlushed(key []byte, opts *pebble.IterOptions) ([]byte, bool, error) {
-	it, err := s.db.NewIter(opts)
+// getFlushed looks key up in the sstables, skipping the memtables, with an
+// iterator that sees the flushes of the first forgotten generations.
+func (s *Store) getFlushed(key []byte, opts *pebble.IterOptions, forgotten uint64) ([]byte, bool, error) {
+	it, err := s.iters.take(s.db, opts, forgotten)
 	if err != nil {
 		return nil, false, s.fail("read a record", err)
 	}
@@ -254,9 +258,11 @@ func (s *Store) getFlushed(key []byte, opts *pebble.IterOptions) ([]byte, bool, 
 		}
 		out = bytes.Clone(v)
 	}
-	if err := it.Close(); err != nil {
+	if err := it.Error(); err != nil {
+		it.Close()
 		return nil, false, s.fail("read a record", err)
 	}
+	s.iters.put(it)
 	return out, found, nil
 }
 
@@ -500,6 +506,7 @@ func (s *Store) release() {
 	if s.refs.Add(-1) != 0 {
 		return
 	}
+	s.iters.close()
 	s.db.Close()
 	s.cache.Unref()
 	if cur, err := readCurrent(s.opts.FS, s.root); err == nil && cur != s.name {

@@ -31,6 +31,8 @@ type unflushed struct {
 	all       bool // every key may be unflushed (cur's generation)
 	prevAll   bool // every key may be unflushed (prev's generation)
 	flushing  <-chan struct{}
+	// forgotten counts the generations dropped after their flush.
+	forgotten uint64
 }
 
 func newUnflushed(limit int) *unflushed {
@@ -48,20 +50,22 @@ func (u *unflushed) add(changes []fsm.RecordChange, bytes int) {
 	u.curBytes += bytes
 }
 
-// mayHold reports whether key may be in a memtable.
-func (u *unflushed) mayHold(key []byte) bool {
+// mayHold reports whether key may be in a memtable, and the number of
+// generations forgotten so far: a key in no memtable is in an sstable that
+// a flush made before the last of them was forgotten.
+func (u *unflushed) mayHold(key []byte) (bool, uint64) {
 	h := maphash.Bytes(u.seed, key)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.reapLocked()
 	if u.all || u.prevAll {
-		return true
+		return true, u.forgotten
 	}
 	if _, ok := u.cur[h]; ok {
-		return true
+		return true, u.forgotten
 	}
 	_, ok := u.prev[h]
-	return ok
+	return ok, u.forgotten
 }
 
 // rotate starts a new generation when cur is full (or the store is new)
@@ -98,6 +102,7 @@ func (u *unflushed) reapLocked() {
 	select {
 	case <-u.flushing:
 		u.prev, u.prevAll, u.flushing = nil, false, nil
+		u.forgotten++
 	default:
 	}
 }
