@@ -22,8 +22,8 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 		"follower-claims": {"duplicate-winner,lease-violation", "partition-leader,pause", "3s"},
 		// The store claims an applied index whose records it never made
 		// durable: only a crash of every node shows it, as lost writes,
-		// which TTLs of a minute keep alive until the final reads.
-		"applied-ahead": {"lost-write,early-regrant,duplicate-winner", "kill-all", "1m"},
+		// which TTLs of ten minutes keep alive until the final reads.
+		"applied-ahead": {"lost-write,early-regrant,duplicate-winner", "kill-all", "10m"},
 	} {
 		bug, kind := bug, c.kind
 		t.Run(bug, func(t *testing.T) {
