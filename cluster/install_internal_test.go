@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -48,11 +49,11 @@ type installRig struct {
 	t        *testing.T
 	raft     *raft.Raft
 	machine  *fsm.Machine
+	tracked  *trackedFSM
 	logs     *guardedLogStore
 	leader   *raft.InmemTransport
 	follower raft.ServerAddress
 	config   raft.Configuration
-	now      int64
 }
 
 const rigTerm = 1
@@ -100,7 +101,7 @@ func newInstallRig(t *testing.T) *installRig {
 		st.Close()
 		machine.Close()
 	})
-	return &installRig{t: t, raft: r, machine: machine, logs: logs, leader: ltrans, follower: faddr, now: 1,
+	return &installRig{t: t, raft: r, machine: machine, tracked: tracked, logs: logs, leader: ltrans, follower: faddr,
 		config: raft.Configuration{Servers: []raft.Server{
 			{Suffrage: raft.Voter, ID: "l", Address: laddr},
 			{Suffrage: raft.Voter, ID: "f", Address: faddr},
@@ -180,12 +181,10 @@ func (g *installRig) installSnapshot(index uint64) error {
 // waitApplied waits until the follower's store has applied index.
 func (g *installRig) waitApplied(index uint64) {
 	g.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for g.machine.Applied() < index {
-		if time.Now().After(deadline) {
-			g.t.Fatalf("the follower applied %d, want %d", g.machine.Applied(), index)
-		}
-		time.Sleep(time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.tracked.waitApplied(ctx, index); err != nil {
+		g.t.Fatalf("the follower applied %d, want %d: %v", g.machine.Applied(), index, err)
 	}
 }
 

@@ -17,9 +17,11 @@ import (
 // the flush holding it was done. So an iterator serves a lookup if it was
 // opened after that many generations were forgotten, and is closed once a
 // later one is; the count is read before the iterator is opened, so an
-// iterator is never credited with a flush it may not see. An idle iterator
-// pins the sstables of its version, at most until the next lookup after
-// the next generation is forgotten.
+// iterator is never credited with a flush it may not see. A kept iterator
+// pins the sstables and the memtables of the moment it opened (Pebble's
+// read state), so a flushed memtable may stay in memory until the first
+// lookup after its generation is forgotten: under load within one commit,
+// on an idle node until the next request.
 type iterCache struct {
 	mu   sync.Mutex
 	free []*cachedIter
