@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,6 +24,7 @@ import (
 	"github.com/idemnode/idemnode/internal/testpki"
 	"github.com/idemnode/idemnode/rpc"
 	"github.com/idemnode/idemnode/rpc/idempb"
+	"github.com/idemnode/idemnode/rpc/jsonapi"
 )
 
 // Ports every node uses on its own IP.
@@ -30,6 +32,7 @@ const (
 	GRPCPort   = 17400
 	RaftPort   = 17401
 	GossipPort = 17402
+	JSONPort   = 17404
 )
 
 // Options shape a cluster.
@@ -45,6 +48,12 @@ type Options struct {
 	// to every node's server. With transport credentials, Node.Client and
 	// Node.Admin cannot talk to the node: the test dials it itself.
 	ServerOptions func(*Node) []grpc.ServerOption
+	// Unary and Stream are interceptors of every node's gRPC server and,
+	// with JSON, of its JSON API, as serve chains them.
+	Unary  []grpc.UnaryServerInterceptor
+	Stream []grpc.StreamServerInterceptor
+	// JSON serves every node's HTTP/JSON API on JSONAddr (plaintext).
+	JSON bool
 	// APIOptions are added to every node's rpc.Server options.
 	APIOptions []rpc.Option
 	// Security, when set, runs every node with TLS on its gRPC port, mutual
@@ -69,6 +78,7 @@ type Node struct {
 	api  *rpc.Server
 	grpc *grpc.Server
 	conn *grpc.ClientConn
+	json *http.Server // nil without Options.JSON
 }
 
 // Cluster is a set of in-process nodes.
@@ -133,6 +143,9 @@ func (nd *Node) GRPCAddr() string   { return net.JoinHostPort(nd.IP, fmt.Sprint(
 func (nd *Node) RaftAddr() string   { return net.JoinHostPort(nd.IP, fmt.Sprint(RaftPort)) }
 func (nd *Node) GossipAddr() string { return net.JoinHostPort(nd.IP, fmt.Sprint(GossipPort)) }
 
+// JSONURL is the base URL of the node's JSON API (Options.JSON).
+func (nd *Node) JSONURL() string { return "http://" + net.JoinHostPort(nd.IP, fmt.Sprint(JSONPort)) }
+
 func (c *Cluster) start(nd *Node, expect int, join []string) error {
 	cfg := cluster.Config{
 		NodeID: nd.ID, DataDir: nd.DataDir,
@@ -171,6 +184,7 @@ func (c *Cluster) start(nd *Node, expect int, join []string) error {
 	if c.opts.ServerOptions != nil {
 		opts = append(opts, c.opts.ServerOptions(nd)...)
 	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(c.opts.Unary...), grpc.ChainStreamInterceptor(c.opts.Stream...))
 	g := grpc.NewServer(opts...)
 	api.Register(g)
 	go g.Serve(ln)
@@ -178,10 +192,32 @@ func (c *Cluster) start(nd *Node, expect int, join []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: dial: %w", nd.ID, err)
 	}
+	var js *http.Server
+	if c.opts.JSON {
+		if js, err = c.serveJSON(nd, api, limits); err != nil {
+			return err
+		}
+	}
 	nd.mu.Lock()
-	nd.node, nd.api, nd.grpc, nd.conn = node, api, g, conn
+	nd.node, nd.api, nd.grpc, nd.conn, nd.json = node, api, g, conn, js
 	nd.mu.Unlock()
 	return nil
+}
+
+// serveJSON starts the node's JSON API over the same interceptors.
+func (c *Cluster) serveJSON(nd *Node, api *rpc.Server, limits rpc.Limits) (*http.Server, error) {
+	h, err := jsonapi.New(jsonapi.Config{Idempotency: api, Admin: api, Unary: c.opts.Unary, Stream: c.opts.Stream,
+		MaxMessageBytes: limits.MaxMessageBytes})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", nd.ID, err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(nd.IP, fmt.Sprint(JSONPort)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: listen json: %w", nd.ID, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return srv, nil
 }
 
 // Eventually retries check until it returns nil, failing t with the last
@@ -230,11 +266,14 @@ func (nd *Node) Running() bool { return nd.Node() != nil }
 // is what kill -9 leaves behind as far as the data is concerned.
 func (c *Cluster) Crash(nd *Node) {
 	nd.mu.Lock()
-	node, g, conn := nd.node, nd.grpc, nd.conn
-	nd.node, nd.api, nd.grpc, nd.conn = nil, nil, nil, nil
+	node, g, conn, js := nd.node, nd.grpc, nd.conn, nd.json
+	nd.node, nd.api, nd.grpc, nd.conn, nd.json = nil, nil, nil, nil, nil
 	nd.mu.Unlock()
 	if node == nil {
 		return
+	}
+	if js != nil {
+		js.Close()
 	}
 	g.Stop()
 	conn.Close()

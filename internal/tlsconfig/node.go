@@ -110,6 +110,27 @@ func (n *Node) GRPCServer() *tls.Config {
 	}
 }
 
+// JSONServer is the configuration of the JSON API's port: the API
+// certificate and client CA of the gRPC port, over HTTP/2 or HTTP/1.1.
+// Nodes never call it, so PeerServerName, which on the gRPC port selects
+// the cluster CA's mutual TLS, is refused here: served the client config,
+// a client certificate would pass IsPeer.
+func (n *Node) JSONServer() *tls.Config {
+	protos := []string{"h2", "http/1.1"}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: protos,
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			if hello.ServerName == PeerServerName {
+				return nil, fmt.Errorf("%s is not served on the JSON API's port", PeerServerName)
+			}
+			c := n.apiServer()
+			c.NextProtos = protos
+			return c, nil
+		},
+	}
+}
+
 func (n *Node) apiServer() *tls.Config {
 	c := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}, GetCertificate: current(n.api)}
 	if n.clientCA != nil {

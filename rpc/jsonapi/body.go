@@ -1,0 +1,48 @@
+package jsonapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+)
+
+// maxBodyBytes is the largest JSON body for a gRPC message limit: bytes
+// travel in base64 (4 characters for 3 bytes), and names, quotes and
+// escapes add to it.
+func maxBodyBytes(maxMessage int) int64 {
+	return int64(maxMessage)/3*4 + 64<<10
+}
+
+// checkBody reads a request's body whole, up to limit, and refuses one that
+// is larger or is not a single JSON value: the gateway's decoder would read
+// the first value and ignore whatever follows it.
+func checkBody(next http.Handler, limit int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			refuse(w, r, invalidField("body", strconv.FormatInt(limit, 10)+" bytes",
+				fmt.Sprintf("request body: larger than %d bytes", limit)))
+			return
+		case err != nil:
+			refuse(w, r, errorStatus(codes.InvalidArgument, reasonInvalidJSON, "request body: "+err.Error()))
+			return
+		case len(bytes.TrimSpace(b)) > 0 && !json.Valid(b):
+			refuse(w, r, errorStatus(codes.InvalidArgument, reasonInvalidJSON, "request body: not one JSON value"))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		next.ServeHTTP(w, r)
+	})
+}
