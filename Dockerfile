@@ -20,10 +20,11 @@ COPY idemnode /idemnode
 # as a copy of this directory, ownership included.
 COPY --chown=65532:65532 data/ /data/
 
-# 7400 gRPC API, 7401 Raft, 7402 gossip (TCP and UDP), 7403 HTTP /healthz /readyz /metrics.
-EXPOSE 7400/tcp 7401/tcp 7402/tcp 7402/udp 7403/tcp
+# 7400 gRPC API, 7401 Raft, 7402 gossip (TCP and UDP), 7403 HTTP /healthz /readyz /metrics,
+# 7404 the HTTP/JSON API.
+EXPOSE 7400/tcp 7401/tcp 7402/tcp 7402/udp 7403/tcp 7404/tcp
 VOLUME ["/data"]
 USER 65532:65532
 WORKDIR /data
 ENTRYPOINT ["/idemnode"]
-CMD ["serve", "--data-dir=/data", "--grpc-addr=0.0.0.0:7400", "--http-addr=0.0.0.0:7403"]
+CMD ["serve", "--data-dir=/data", "--grpc-addr=0.0.0.0:7400", "--http-addr=0.0.0.0:7403", "--api-addr=0.0.0.0:7404"]

@@ -44,8 +44,8 @@ func TestDefaultRender(t *testing.T) {
 	if got, want := env["IDEMNODE_JOIN"], joinAddrs(3); got != want {
 		t.Errorf("IDEMNODE_JOIN = %q\nwant %q", got, want)
 	}
-	if env["IDEMNODE_DATA_DIR"] != "/data" || env["IDEMNODE_HTTP_ADDR"] != "0.0.0.0:7403" {
-		t.Errorf("data dir / http addr: %v", env)
+	if env["IDEMNODE_DATA_DIR"] != "/data" || env["IDEMNODE_HTTP_ADDR"] != "0.0.0.0:7403" || env["IDEMNODE_API_ADDR"] != "0.0.0.0:7404" {
+		t.Errorf("data dir / http addr / api addr: %v", env)
 	}
 	if len(c.EnvFrom) != 1 || c.EnvFrom[0].ConfigMapRef == nil || c.EnvFrom[0].ConfigMapRef.Name != m.configMap.Name {
 		t.Errorf("container does not take its IDEMNODE_* settings from ConfigMap %s: %+v", m.configMap.Name, c.EnvFrom)
@@ -198,7 +198,8 @@ func TestDefaultRender(t *testing.T) {
 	if h.Spec.ClusterIP != corev1.ClusterIPNone || !h.Spec.PublishNotReadyAddresses {
 		t.Errorf("headless Service: clusterIP %q publishNotReadyAddresses %v", h.Spec.ClusterIP, h.Spec.PublishNotReadyAddresses)
 	}
-	wantPorts := map[string]string{"grpc/TCP": "grpc", "raft/TCP": "raft", "gossip-tcp/TCP": "gossip-tcp", "gossip-udp/UDP": "gossip-udp"}
+	wantPorts := map[string]string{"grpc/TCP": "grpc", "raft/TCP": "raft", "gossip-tcp/TCP": "gossip-tcp", "gossip-udp/UDP": "gossip-udp",
+		"api/TCP": "api"}
 	for _, p := range h.Spec.Ports {
 		key := p.Name + "/" + string(p.Protocol)
 		if tp, ok := wantPorts[key]; ok {
@@ -222,8 +223,12 @@ func TestDefaultRender(t *testing.T) {
 	if cl.Spec.Type != corev1.ServiceTypeClusterIP || cl.Spec.ClusterIP == corev1.ClusterIPNone || cl.Spec.PublishNotReadyAddresses {
 		t.Errorf("client Service must be a ClusterIP routing to ready pods: %+v", cl.Spec)
 	}
-	if len(cl.Spec.Ports) != 1 || cl.Spec.Ports[0].Port != 7400 || cl.Spec.Ports[0].TargetPort.String() != "grpc" {
-		t.Errorf("client Service ports: %+v", cl.Spec.Ports)
+	if len(cl.Spec.Ports) != 2 || cl.Spec.Ports[0].Port != 7400 || cl.Spec.Ports[0].TargetPort.String() != "grpc" ||
+		cl.Spec.Ports[1].Port != 7404 || cl.Spec.Ports[1].TargetPort.String() != "api" {
+		t.Errorf("client Service ports: %+v, want grpc 7400 and the JSON API 7404", cl.Spec.Ports)
+	}
+	if p := containerPort(t, c, "api"); p != 7404 {
+		t.Errorf("container port api = %d, want 7404", p)
 	}
 	if !selects(t, &metav1.LabelSelector{MatchLabels: cl.Spec.Selector}, m.podLabels()) {
 		t.Error("client Service does not select the pods")

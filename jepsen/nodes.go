@@ -58,6 +58,7 @@ func (n *node) spawnLocked(peers []string) error {
 	args := []string{"serve", "--node-id", n.id, "--data-dir", filepath.Join(n.dir, "data"),
 		"--grpc-addr", n.grpcAddr(), "--raft-addr", net.JoinHostPort(n.ip, "7401"),
 		"--gossip-addr", n.gossipAddr(), "--http-addr", net.JoinHostPort(n.ip, "7403"),
+		"--api-addr", net.JoinHostPort(n.ip, "7404"),
 		"--join", strings.Join(peers, ","), "--fault-disk-stall-file", n.stallFile(),
 		// Plaintext: the harness tests consensus under faults, not transport security.
 		"--insecure"}

@@ -38,7 +38,7 @@ read -r -a EXTRA <<<"${IDEMBENCH_ARGS:-}"
 read -r -a SERVE_EXTRA <<<"${SERVE_ARGS:-}"
 PROFILE=${PROFILE:-}
 [[ -n "$PROFILE" ]] && SERVE_EXTRA+=(--pprof)
-PORTS=(7400 7401 7402 7403) # gRPC, Raft, gossip, HTTP on every node's IP
+PORTS=(7400 7401 7402 7403 7404) # gRPC, Raft, gossip, HTTP, JSON API on every node's IP
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { echo "bench.sh: $*" >&2; exit 2; }
@@ -109,6 +109,10 @@ if [[ -n "${IDEMNODE_BIN:-}" ]]; then
 	cp "$IDEMNODE_BIN" "$WORK/bin/idemnode" # another build of the server, e.g. the previous release, against the same client
 	log "server binary: $IDEMNODE_BIN"
 fi
+# The JSON API's port on each node's IP; a build from before it has none.
+API_PORT=
+serve_help=$("$WORK/bin/idemnode" serve --help 2>&1 || true)
+[[ $serve_help == *--api-addr* ]] && API_PORT=7404
 mkdir -p "$RESULTS_DIR"
 {
 	echo "date: $(date -u +%FT%TZ)"
@@ -130,7 +134,7 @@ start_cluster() {
 		mkdir -p "$dir/node$((i + 1))"
 		"$WORK/bin/idemnode" serve --node-id "node$((i + 1))" --data-dir "$dir/node$((i + 1))/data" \
 			--grpc-addr "${IPS[$i]}:7400" --raft-addr "${IPS[$i]}:7401" --gossip-addr "${IPS[$i]}:7402" \
-			--http-addr "${IPS[$i]}:7403" --bootstrap-expect 3 --join "$(IFS=,; echo "${peers[*]}")" \
+			--http-addr "${IPS[$i]}:7403" ${API_PORT:+--api-addr "${IPS[$i]}:$API_PORT"} --bootstrap-expect 3 --join "$(IFS=,; echo "${peers[*]}")" \
 			--log-level warn --insecure "${SERVE_EXTRA[@]}" >"$dir/node$((i + 1))/log" 2>&1 & # plaintext, like the etcd it is compared with
 		NODE_PIDS+=($!)
 	done

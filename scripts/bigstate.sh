@@ -82,7 +82,7 @@ serve() { # node index, extra flags...; the node's pid is in PIDS[-1] (call it i
 	local ip=${IPS[$((i - 1))]}
 	mkdir -p "$WORK/n$i"
 	sh -c "echo \$\$ > $CG/n$i/cgroup.procs; exec $BIN/idemnode serve --node-id n$i --data-dir $WORK/n$i --dev \
-		--grpc-addr $ip:7400 --raft-addr $ip:7401 --gossip-addr $ip:7402 --http-addr $ip:7403 \
+		--grpc-addr $ip:7400 --raft-addr $ip:7401 --gossip-addr $ip:7402 --http-addr $ip:7403 --api-addr $ip:7404 \
 		--gossip-profile local --log-level warn --snapshot-threshold 1024 --snapshot-interval 5s $*" >>"$WORK/n$i.log" 2>&1 &
 	PIDS+=($!)
 }

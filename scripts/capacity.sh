@@ -35,12 +35,13 @@ win=$(secs "$WINDOW")
 ((total >= win && win > 0)) || { echo "capacity.sh: DURATION must be at least WINDOW" >&2; exit 2; }
 
 (cd "$REPO" && go build -o "$WORK/idemnode" ./cmd/idemnode && go build -o "$WORK/idembench" ./cmd/idembench)
+API_PORT=7404 # the JSON API, on each node's IP
 for i in 0 1 2; do
 	peers=()
 	for j in 0 1 2; do ((j == i)) || peers+=("${IPS[$j]}:7402"); done
 	"$WORK/idemnode" serve --node-id "node$((i + 1))" --data-dir "$WORK/node$((i + 1))" \
 		--grpc-addr "${IPS[$i]}:7400" --raft-addr "${IPS[$i]}:7401" --gossip-addr "${IPS[$i]}:7402" \
-		--http-addr "${IPS[$i]}:7403" --bootstrap-expect 3 --join "$(IFS=,; echo "${peers[*]}")" \
+		--http-addr "${IPS[$i]}:7403" ${API_PORT:+--api-addr "${IPS[$i]}:$API_PORT"} --bootstrap-expect 3 --join "$(IFS=,; echo "${peers[*]}")" \
 		--gossip-profile local --log-level warn --insecure "${SERVE_EXTRA[@]}" >"$WORK/node$((i + 1)).log" 2>&1 &
 	PIDS+=($!)
 done

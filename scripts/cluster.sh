@@ -34,7 +34,7 @@ start_node() {
 	peers=$(IFS=,; echo "${peers[*]}")
 	# Every node runs the same command line but for its own addresses.
 	nohup "$bin" serve --node-id "node$i" --data-dir "$dir/node$i/data" \
-		--grpc-addr "$ip:7400" --raft-addr "$ip:7401" --gossip-addr "$ip:7402" --http-addr "$ip:7403" \
+		--grpc-addr "$ip:7400" --raft-addr "$ip:7401" --gossip-addr "$ip:7402" --http-addr "$ip:7403" --api-addr "$ip:7404" \
 		--bootstrap-expect "$n" ${peers:+--join "$peers"} --insecure \
 		>>"$dir/node$i/log" 2>&1 &
 	echo $! >"$dir/node$i/pid"

@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +17,8 @@ import (
 
 // TestTwoDevNodesSideBySide: two --dev nodes on one machine, apart only in
 // --data-dir and --grpc-addr, both serve: --dev binds no gossip port (both
-// would take 127.0.0.1:7402) and puts Raft and HTTP next to --grpc-addr.
+// would take 127.0.0.1:7402) and puts Raft, HTTP and the JSON API next to
+// --grpc-addr.
 func TestTwoDevNodesSideBySide(t *testing.T) {
 	t.Parallel()
 	for i, ip := range []string{"127.0.0.231", "127.0.0.232"} {
@@ -51,6 +54,16 @@ func TestTwoDevNodesSideBySide(t *testing.T) {
 		})
 		if stdout, stderr, code := cli(t, "claim", "--addr", grpcAddr, "--key", "k", "--owner", "o", "-o", "json"); code != exitOK {
 			t.Errorf("claim on dev node %d: exit %d, stdout %q, stderr %q", i, code, stdout, stderr)
+		}
+		apiURL := "http://" + net.JoinHostPort(host, strconv.Itoa(p+4)) + "/v1/claim"
+		resp, err := http.Post(apiURL, "application/json", strings.NewReader(`{"id":{"key":"k2"},"owner":"o"}`))
+		if err != nil {
+			t.Fatalf("JSON claim on dev node %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `OUTCOME_WON`) {
+			t.Errorf("JSON claim on dev node %d at %s: HTTP %d %s", i, apiURL, resp.StatusCode, body)
 		}
 	}
 }

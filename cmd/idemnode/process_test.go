@@ -50,6 +50,7 @@ type server struct {
 	nodeID                   string // n1 if empty
 	dataDir, logPath         string
 	grpc, raft, http, gossip string
+	api                      string // the JSON API
 	// serveFlags are added to serve's command line (--insecure, or the TLS
 	// flags), clientFlags to cliJSON's.
 	serveFlags, clientFlags []string
@@ -82,6 +83,7 @@ func newServer(t *testing.T, serveFlags, clientFlags []string) *server {
 	dir := t.TempDir()
 	s := &server{t: t, dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "server.log"),
 		grpc: testutil.FreeAddr(t), raft: testutil.FreeAddr(t), http: testutil.FreeAddr(t), gossip: testutil.FreeAddr(t),
+		api:        testutil.FreeAddr(t),
 		serveFlags: serveFlags, clientFlags: clientFlags}
 	t.Cleanup(func() {
 		s.kill()
@@ -108,7 +110,7 @@ func (s *server) launch() {
 	}
 	defer logFile.Close()
 	s.cmd = exec.Command(binary, append([]string{"serve", "--node-id", cmp.Or(s.nodeID, "n1"), "--data-dir", s.dataDir,
-		"--grpc-addr", s.grpc, "--raft-addr", s.raft, "--http-addr", s.http, "--gossip-addr", s.gossip}, s.serveFlags...)...)
+		"--grpc-addr", s.grpc, "--raft-addr", s.raft, "--http-addr", s.http, "--gossip-addr", s.gossip, "--api-addr", s.api}, s.serveFlags...)...)
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start server: %v", err)

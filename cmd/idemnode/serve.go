@@ -21,6 +21,7 @@ import (
 
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/rpc"
+	"github.com/idemnode/idemnode/rpc/jsonapi"
 	"github.com/idemnode/idemnode/store"
 )
 
@@ -33,6 +34,7 @@ type serveFlags struct {
 	raftAddr          string
 	raftAdvertise     string
 	httpAddr          string
+	apiAddr           string
 	grpcAdvertise     string
 	gossipAddr        string
 	gossipAdvertise   string
@@ -87,6 +89,7 @@ func newServeCmd() *cobra.Command {
 	fl.StringVar(&f.raftAddr, "raft-addr", "127.0.0.1:7401", "Raft listen address")
 	fl.StringVar(&f.raftAdvertise, "raft-advertise", "", "Raft address peers dial (default: --raft-addr)")
 	fl.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:7403", "HTTP address for /healthz, /readyz, /metrics (empty: off)")
+	fl.StringVar(&f.apiAddr, "api-addr", "127.0.0.1:7404", "HTTP/JSON API listen address, with the gRPC port's TLS and auth (empty: off)")
 	fl.StringVar(&f.grpcAdvertise, "grpc-advertise", "", "gRPC address clients and peers dial (default: --grpc-addr)")
 	fl.StringVar(&f.gossipAddr, "gossip-addr", "127.0.0.1:7402", "memberlist (gossip) listen address, TCP and UDP")
 	fl.StringVar(&f.gossipAdvertise, "gossip-advertise", "", "gossip address peers dial (default: --gossip-addr)")
@@ -95,7 +98,7 @@ func newServeCmd() *cobra.Command {
 	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "form a new cluster once this many servers see each other (odd)")
 	fl.DurationVar(&f.deadCleanup, "dead-server-cleanup", 0, "remove servers dead this long while a quorum remains (0: off)")
 	fl.BoolVar(&f.dev, "dev", false, "single development node: plaintext, data in ./idemnode-data, no gossip port; "+
-		"--raft-addr and --http-addr follow --grpc-addr (port +1, +3) unless given")
+		"--raft-addr, --http-addr and --api-addr follow --grpc-addr (port +1, +3, +4) unless given")
 	fl.DurationVar(&f.expiryInterval, "expiry-interval", time.Second, "how often the leader expires records past their TTL")
 	fl.Uint64Var(&f.snapshotThreshold, "snapshot-threshold", 8192, "log entries between snapshots")
 	fl.DurationVar(&f.snapshotInterval, "snapshot-interval", 2*time.Minute, "how often to check whether to snapshot")
@@ -141,14 +144,17 @@ func (f *serveFlags) devDefaults(fl *pflag.FlagSet) error {
 	}
 	host, port, err := net.SplitHostPort(f.grpcAddr)
 	p, perr := strconv.Atoi(port)
-	if err != nil || perr != nil || p == 0 || p > 65535-3 {
-		return fmt.Errorf("--dev needs --grpc-addr as host:port with a fixed port below 65533, got %q", f.grpcAddr)
+	if err != nil || perr != nil || p == 0 || p > 65535-4 {
+		return fmt.Errorf("--dev needs --grpc-addr as host:port with a fixed port below 65532, got %q", f.grpcAddr)
 	}
 	if !fl.Changed("raft-addr") {
 		f.raftAddr = net.JoinHostPort(host, strconv.Itoa(p+1))
 	}
 	if !fl.Changed("http-addr") {
 		f.httpAddr = net.JoinHostPort(host, strconv.Itoa(p+3))
+	}
+	if !fl.Changed("api-addr") {
+		f.apiAddr = net.JoinHostPort(host, strconv.Itoa(p+4))
 	}
 	return nil
 }
@@ -272,17 +278,25 @@ func serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	api := rpc.NewServer(node, limits, log, opts...)
+	unary = append([]grpc.UnaryServerInterceptor{apiMetrics.UnaryInterceptor()}, unary...)
 	serverOpts := append(append(rpc.ServerOptions(), sec.serverOptions()...), limits.ServerOptions()...)
-	g := grpc.NewServer(append(serverOpts,
-		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{apiMetrics.UnaryInterceptor()}, unary...)...),
-		grpc.ChainStreamInterceptor(stream...))...)
+	g := grpc.NewServer(append(serverOpts, grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))...)
 	api.Register(g)
-	errc := make(chan error, 2)
+	jsonAPI, err := jsonapi.New(jsonapi.Config{Idempotency: api, Admin: api, Unary: unary, Stream: stream,
+		MaxMessageBytes: limits.MaxMessageBytes, Log: log})
+	if err != nil {
+		return runtimeError{err}
+	}
+	errc := make(chan error, 3)
 	go func() { errc <- g.Serve(grpcLn) }()
 	httpSrv := startHTTP(f.httpAddr, httpHandler(node, reg, f.pprof), errc)
+	apiSrv, err := startAPI(f.apiAddr, jsonAPI, sec.jsonTLS(), errc)
+	if err != nil {
+		return runtimeError{err}
+	}
 
 	log.Info("idemnode serving", "node", f.nodeID, "grpc", grpcLn.Addr().String(), "raft", node.RaftAddr(),
-		"http", f.httpAddr, "data", f.dataDir, "tls", sec.node != nil)
+		"http", f.httpAddr, "api", f.apiAddr, "data", f.dataDir, "tls", sec.node != nil)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go followReadiness(ctx, node, api)
@@ -300,6 +314,7 @@ func serve(ctx context.Context, f serveFlags) error {
 		log.Warn("leave", "err", err)
 	}
 	api.Shutdown()
+	stopAPI(apiSrv, 5*time.Second)
 	stopGRPC(g, 5*time.Second)
 	if httpSrv != nil {
 		httpSrv.Close()

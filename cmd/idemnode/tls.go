@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -169,6 +170,14 @@ func (s *security) serverOptions() []grpc.ServerOption {
 		return nil
 	}
 	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(s.node.GRPCServer()))}
+}
+
+// jsonTLS is the JSON API port's TLS, nil when the gRPC port is plaintext.
+func (s *security) jsonTLS() *tls.Config {
+	if s.node == nil {
+		return nil
+	}
+	return s.node.JSONServer()
 }
 
 // rpcOptions secure forwarding to the leader with the peer certificate.

@@ -161,7 +161,7 @@ cluster or would run half-secured. It renders nothing.
 {{- fail (printf "terminationGracePeriodSeconds (%d) must be at least preStopSleepSeconds + 15 (%d): SIGTERM needs time to transfer leadership, leave and drain" (int $v.terminationGracePeriodSeconds) (add (int $v.preStopSleepSeconds) 15)) }}
 {{- end }}
 {{- range $flag, $_ := $v.config }}
-{{- if has $flag (list "node-id" "data-dir" "grpc-addr" "grpc-advertise" "raft-addr" "raft-advertise" "gossip-addr" "gossip-advertise" "http-addr" "join" "bootstrap-expect" "log-level" "log-format" "dev" "insecure" "tls-cert" "tls-key" "tls-client-ca" "peer-ca" "peer-cert" "peer-key" "gossip-key" "gossip-key-file" "auth" "auth-tokens-file" "auth-cert-tenant" "auth-admin" "auth-peer" "tenant-claim-rate" "tenant-claim-burst" "tenant-max-keys" "tenant-max-bytes") }}
+{{- if has $flag (list "node-id" "data-dir" "grpc-addr" "grpc-advertise" "raft-addr" "raft-advertise" "gossip-addr" "gossip-advertise" "http-addr" "api-addr" "join" "bootstrap-expect" "log-level" "log-format" "dev" "insecure" "tls-cert" "tls-key" "tls-client-ca" "peer-ca" "peer-cert" "peer-key" "gossip-key" "gossip-key-file" "auth" "auth-tokens-file" "auth-cert-tenant" "auth-admin" "auth-peer" "tenant-claim-rate" "tenant-claim-burst" "tenant-max-keys" "tenant-max-bytes") }}
 {{- fail (printf "config.%s is set by the chart; use its own value instead (see values.yaml)" $flag) }}
 {{- end }}
 {{- if hasPrefix "IDEMNODE_" $flag }}
