@@ -114,7 +114,7 @@ func (c *Client) Do(ctx context.Context, id ID, fingerprint []byte, fn func(cont
 
 // run executes fn as the holder of token and records what it returned.
 func (c *Client) run(ctx context.Context, id ID, token uint64, fn func(context.Context) (Response, error), o callOptions) (Result, error) {
-	runCtx, cancel := context.WithCancelCause(ctx)
+	runCtx, cancel := context.WithCancelCause(context.WithValue(ctx, holderKey{}, token))
 	defer cancel(nil)
 	stopExtending := c.keepLease(runCtx, cancel, id, token, o.lease)
 	returned := false
@@ -162,6 +162,17 @@ func (c *Client) run(ctx context.Context, id ID, token uint64, fn func(context.C
 		return res, errors.Join(fnErr, fmt.Errorf("do %s: complete answered %s", id, outcome))
 	}
 	return res, fnErr
+}
+
+// holderKey carries the fencing token of the claim fn runs under.
+type holderKey struct{}
+
+// HolderToken is the fencing token of the claim that Do runs fn under, read
+// from fn's context: fn can pass it on (to a log line, a downstream system
+// that rejects stale tokens). ok is false outside fn.
+func HolderToken(ctx context.Context) (token uint64, ok bool) {
+	token, ok = ctx.Value(holderKey{}).(uint64)
+	return token, ok
 }
 
 // finish completes or releases the key. It outlives ctx's cancellation:

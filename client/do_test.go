@@ -47,6 +47,25 @@ func TestDoRunsOnceAndReplays(t *testing.T) {
 	}
 }
 
+// TestHolderToken: fn reads the token of the claim it runs under, the one
+// Do reports; outside fn there is none.
+func TestHolderToken(t *testing.T) {
+	t.Parallel()
+	cl := newClient(t, shared)
+	ctx := testCtx(t)
+	var seen uint64
+	res, err := cl.Do(ctx, newID(), []byte("fp"), func(ctx context.Context) (client.Response, error) {
+		seen, _ = client.HolderToken(ctx)
+		return client.Response{Status: 200}, nil
+	})
+	if err != nil || seen == 0 || seen != res.Token {
+		t.Fatalf("fn saw token %d, Do reports %d (%v)", seen, res.Token, err)
+	}
+	if _, ok := client.HolderToken(ctx); ok {
+		t.Error("a token outside fn")
+	}
+}
+
 func TestDoPermanentFailureIsStored(t *testing.T) {
 	t.Parallel()
 	cl := newClient(t, shared)

@@ -34,6 +34,12 @@
 //     stored and replayed (a validation error or a declined card is an
 //     answer too); 5xx responses and panics release the key, so the retry
 //     runs the handler again. Config.Store changes which statuses are stored.
+//   - A response too large to store (a body over Config.MaxStoredBody, more
+//     than 64 headers or 16 KiB of them) is sent whole, and a marker is
+//     stored in its place: every retry gets the same status with
+//     "Idempotent-Response-Not-Kept: true" and a problem body
+//     (ProblemResponseNotKept) saying the operation ran. Releasing the key
+//     instead would run the handler again on the retry.
 //
 // A completion can be refused too, after the handler ran: a response that
 // would take the tenant past its byte quota is not stored. The side effect

@@ -70,8 +70,16 @@ type Config struct {
 	// 1 MiB); a larger body is answered 413.
 	MaxBody int64
 	// MaxStoredBody is the largest response body stored (default 1 MiB,
-	// the server's limit); a larger response is sent but not stored.
+	// the server's limit). A larger response is sent, and what is stored
+	// in its place is a marker: every retry is answered with the same
+	// status, Idempotent-Response-Not-Kept: true and a problem body
+	// (ProblemResponseNotKept) saying the operation ran. The handler never
+	// runs twice for a response it could not store.
 	MaxStoredBody int
+
+	// Observe, when set, is told how each request guarded by the
+	// middleware was answered (for metrics).
+	Observe func(r *http.Request, o Outcome)
 
 	// Logger receives what cannot be answered (a response that could not
 	// be stored); nil is slog.Default().
@@ -180,6 +188,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, errMissingKey) && h.route.derive:
 		derive = true
 	case errors.Is(err, errMissingKey) && h.route.required:
+		h.observe(r, OutcomeRefused)
 		writeProblem(w, http.StatusBadRequest, ProblemMissingKey, "Idempotency-Key header is missing",
 			fmt.Sprintf("This operation requires an %s header; send a new unique key (a UUID) per operation and the same key on every retry of it.", cfg.Header), 0)
 		return
@@ -187,12 +196,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	case err != nil:
+		h.observe(r, OutcomeRefused)
 		writeProblem(w, http.StatusBadRequest, ProblemInvalidKey, "Idempotency-Key header is malformed",
 			fmt.Sprintf("%s: %v; a key is 1-%d bytes of printable ASCII.", cfg.Header, err, cfg.MaxKeyLength), 0)
 		return
 	}
 	tenant, err := cfg.Tenant(r)
 	if err != nil {
+		h.observe(r, OutcomeRefused)
 		writeProblem(w, http.StatusUnauthorized, ProblemNoTenant, "Unauthenticated", err.Error(), 0)
 		return
 	}
@@ -200,10 +211,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
+			h.observe(r, OutcomeRefused)
 			writeProblem(w, http.StatusRequestEntityTooLarge, ProblemTooLarge, "Request body too large",
 				fmt.Sprintf("The body exceeds %d bytes.", cfg.MaxBody), 0)
 			return
 		}
+		h.observe(r, OutcomeRefused)
 		writeProblem(w, http.StatusBadRequest, problemBase+"request-body-unreadable", "Request body unreadable", err.Error(), 0)
 		return
 	}
@@ -229,38 +242,51 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, id client.ID, fi
 	}
 	// A panic in the handler propagates through Do, which releases the key
 	// first; net/http then aborts the connection, and the retry runs again.
+	// sent is the handler's response, which the caller gets; what Do
+	// stores is the same, or the not-kept marker when it does not fit.
+	var sent client.Response
 	res, err := cfg.Client.Do(r.Context(), id, fingerprint, func(ctx context.Context) (client.Response, error) {
 		rec := newRecorder()
 		h.next.ServeHTTP(rec, r.WithContext(ctx))
-		return rec.response(), nil
+		sent = rec.response()
+		if cfg.Store(sent.Status) && !fits(sent, cfg.MaxStoredBody) {
+			cfg.Logger.Warn("idemhttp: response too large to store; retries are answered that it ran, without it",
+				"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "status", sent.Status, "bytes", len(sent.Body))
+			return notKept(sent, cfg.MaxStoredBody), nil
+		}
+		return sent, nil
 	}, opts...)
 	switch {
 	case res.Executed:
 		if err != nil {
 			cfg.Logger.Error("idemhttp: the response was sent but not recorded; a retry may run the handler again",
 				"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "err", err)
-		} else if res.Action == client.Release && cfg.Store(res.Response.Status) {
-			cfg.Logger.Warn("idemhttp: response too large to store; a retry runs the handler again",
-				"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "bytes", len(res.Response.Body))
 		}
-		writeResponse(w, res.Response, false)
+		h.observe(r, executedOutcome(res.Action))
+		writeResponse(w, sent, false)
 	case err == nil:
+		h.observe(r, OutcomeReplayed)
 		writeResponse(w, res.Response, true)
 	case errors.Is(err, client.ErrMismatch):
+		h.observe(r, OutcomeMismatch)
 		writeProblem(w, http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency-Key reused",
 			"This key was already used with a different request; use a new key for a new operation.", 0)
 	case errors.Is(err, client.ErrInProgress), errors.Is(err, client.ErrTooManyWaits):
+		h.observe(r, OutcomeConflict)
 		writeProblem(w, http.StatusConflict, ProblemInFlight, "Request in flight",
 			"A request with this key is still being processed; retry after the Retry-After delay.", cfg.RetryAfter)
 	case errors.Is(err, client.ErrRateLimited), errors.Is(err, client.ErrQuotaExceeded):
+		h.observe(r, OutcomeLimited)
 		h.refuseOverLimit(w, err)
 	case refusedCredentials(err):
+		h.observe(r, OutcomeUnavailable)
 		cfg.Logger.Error("idemhttp: the idempotency service refused the middleware's credentials; "+
 			"check Config.Client's token or certificate and that Config.Tenant names its tenant",
 			"code", status.Code(err).String(), "tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "err", err)
 		writeProblem(w, http.StatusInternalServerError, ProblemMisconfigured, "Idempotency service misconfigured",
 			"The request was not processed: this server cannot use its idempotency service.", 0)
 	default:
+		h.observe(r, OutcomeUnavailable)
 		if r.Context().Err() == nil {
 			cfg.Logger.Error("idemhttp: idempotency service unavailable", "tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "err", err)
 		}

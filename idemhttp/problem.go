@@ -32,6 +32,9 @@ const (
 	// ProblemMisconfigured is the 500 answer when the service refuses the
 	// middleware's own credentials.
 	ProblemMisconfigured = problemBase + "idempotency-misconfigured"
+	// ProblemResponseNotKept is the body of a replay whose original
+	// response was too large to store (see Config.MaxStoredBody).
+	ProblemResponseNotKept = problemBase + "response-not-kept"
 )
 
 // writeProblem answers with a problem body; retryAfter > 0 adds Retry-After
