@@ -61,7 +61,7 @@ func newRootCmd() *cobra.Command {
 		},
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newServeCmd(), newAuthCmd(), newVersionCmd())
+	root.AddCommand(newServeCmd(), newProxyCmd(), newAuthCmd(), newVersionCmd())
 	addClientCommands(root)
 	return root
 }

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/idemnode/idemnode/client"
+	"github.com/idemnode/idemnode/proxy"
+)
+
+type proxyFlags struct {
+	listen          string
+	upstream        string
+	cluster         string
+	routes          string
+	tenantHeader    string
+	httpAddr        string
+	upstreamTimeout time.Duration
+	timeout         time.Duration
+	logLevel        string
+	logFormat       string
+	auth            clientAuth
+	tls             clientTLS
+}
+
+func newProxyCmd() *cobra.Command {
+	var f proxyFlags
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "Put Idempotency-Key semantics in front of any HTTP service",
+		Long: "Run a reverse proxy that claims each guarded request's Idempotency-Key on the idemnode cluster\n" +
+			"before the upstream sees it, stores the upstream's response, and answers every retry from\n" +
+			"the record (docs/PROXY.md). Without --routes, every POST and PATCH is guarded and must carry\n" +
+			"a key. The upstream gets the claim's fencing token in Idempotency-Token.\n\n" +
+			"Exit codes: 0 after SIGTERM or SIGINT; 1 a failure; 2 a configuration error.",
+		Example: `  idemnode proxy --listen 127.0.0.1:8080 --upstream http://127.0.0.1:9000 --cluster 10.0.0.1:7400,10.0.0.2:7400
+  idemnode proxy --upstream http://127.0.0.1:9000 --routes routes.yaml --tls-ca ca.crt --auth-token-file proxy.token`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runProxy(cmd.Context(), f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address the proxy serves on")
+	fl.StringVar(&f.upstream, "upstream", "", "URL of the service behind the proxy, e.g. http://127.0.0.1:9000 (required)")
+	fl.StringVar(&f.cluster, "cluster", "127.0.0.1:7400", "gRPC addresses of idemnode servers, comma-separated")
+	fl.StringVar(&f.routes, "routes", "", "routes file (YAML): what is guarded and how (default: every POST and PATCH, key required)")
+	fl.StringVar(&f.tenantHeader, "tenant-header", "", "header carrying the tenant, set by the trusted gateway in front (without --routes)")
+	fl.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8081", "HTTP address for /healthz, /readyz and /metrics (empty: off)")
+	fl.DurationVar(&f.upstreamTimeout, "upstream-timeout", 60*time.Second, "wait for the upstream's response headers; then 504, and the key is released")
+	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long a claim may retry while the cluster has no leader before the 503")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	f.auth.register(fl)
+	f.tls.register(fl)
+	return cmd
+}
+
+// config turns the flags into the proxy's configuration; every error is a
+// usage error (exit 2).
+func (f *proxyFlags) config(log *slog.Logger) (proxy.Config, []string, error) {
+	up, err := url.Parse(f.upstream)
+	if err != nil || up.Host == "" || (up.Scheme != "http" && up.Scheme != "https") {
+		return proxy.Config{}, nil, fmt.Errorf("--upstream: want an http:// or https:// URL with a host, got %q", f.upstream)
+	}
+	var addrs []string
+	for _, a := range strings.Split(f.cluster, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return proxy.Config{}, nil, fmt.Errorf("--cluster: %q is not host:port", a)
+			}
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return proxy.Config{}, nil, errors.New("--cluster: give at least one gRPC address")
+	}
+	routes := proxy.DefaultRoutes(f.tenantHeader)
+	if f.routes != "" {
+		if f.tenantHeader != "" {
+			return proxy.Config{}, nil, errors.New("--tenant-header goes in the routes file (tenant.header) when --routes is given")
+		}
+		if routes, err = proxy.LoadRoutes(f.routes); err != nil {
+			return proxy.Config{}, nil, err
+		}
+	}
+	if f.upstreamTimeout <= 0 || f.timeout <= 0 {
+		return proxy.Config{}, nil, errors.New("--upstream-timeout and --timeout must be positive")
+	}
+	return proxy.Config{Upstream: up, Routes: routes, UpstreamTimeout: f.upstreamTimeout, Logger: log}, addrs, nil
+}
+
+func runProxy(ctx context.Context, f proxyFlags) error {
+	log, err := newLogger(f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	cfg, addrs, err := f.config(log)
+	if err != nil {
+		return err
+	}
+	dial, err := f.auth.dialOptions()
+	if err != nil {
+		return err
+	}
+	creds, err := f.tls.credentials()
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(client.Config{Addrs: addrs, TransportCredentials: creds, DialOptions: dial,
+		Timeout: f.timeout, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	cfg.Client = cl
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg.Metrics = reg
+	h, err := proxy.New(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return runtimeError{fmt.Errorf("listen: %w", err)}
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var ready atomic.Bool
+	go probeCluster(ctx, cl, &ready, log)
+	errc := make(chan error, 2)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("proxy: %w", err)
+		}
+	}()
+	opsSrv := startHTTP(f.httpAddr, proxyOpsHandler(reg, &ready), errc)
+	log.Info("idemnode proxy serving", "listen", ln.Addr().String(), "upstream", cfg.Upstream.String(),
+		"cluster", strings.Join(addrs, ","), "routes", len(cfg.Routes.Routes), "http", f.httpAddr)
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-errc:
+		return runtimeError{err}
+	}
+	stopAPI(srv, 10*time.Second)
+	if opsSrv != nil {
+		opsSrv.Close()
+	}
+	return nil
+}
+
+// probeCluster keeps ready true while a node answers a stale read (a key
+// nobody holds: NOT_FOUND is an answer).
+func probeCluster(ctx context.Context, cl *client.Client, ready *atomic.Bool, log *slog.Logger) {
+	probe := client.ID{Scope: "idemnode-proxy", Key: "readiness-probe"}
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := cl.Get(pctx, probe, client.Stale())
+		cancel()
+		ok := err == nil || errors.Is(err, client.ErrNotFound)
+		if ready.Swap(ok) != ok {
+			log.Info("proxy readiness", "ready", ok, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// proxyOpsHandler serves the proxy's own liveness, readiness and metrics.
+func proxyOpsHandler(reg *prometheus.Registry, ready *atomic.Bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "no idemnode node answers", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux
+}

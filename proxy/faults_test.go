@@ -1,0 +1,111 @@
+package proxy_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemnode/idemnode/client"
+	"github.com/idemnode/idemnode/internal/testcluster"
+)
+
+// TestProxyUpstreamKilled: the upstream dies while it runs a request; the
+// caller gets 502 and the key is released, so the retry runs once on the
+// restarted upstream, and the next retry is a replay.
+func TestProxyUpstreamKilled(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t)
+	base, _ := startProxy(t, shared, up, nil)
+	key := client.NewKey()
+	done := make(chan reply, 1)
+	go func() { done <- send(t, "POST", base+"/charges?sleep=30", key, `{}`) }()
+	waitRuns(t, up, key, 1)
+	up.kill()
+	must(t, "the request the upstream died in", <-done, 502)
+	up.start() // a new process: its counts start at zero
+	retry := send(t, "POST", base+"/charges", key, `{}`)
+	must(t, "retry", retry, 201)
+	again := send(t, "POST", base+"/charges", key, `{}`)
+	if again.body != retry.body || again.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("second retry: %s %v, want the replay of %s", again.body, again.header, retry.body)
+	}
+	if n := up.runs(key); n != 1 {
+		t.Fatalf("the restarted upstream ran the key %d times, want 1", n)
+	}
+}
+
+// TestProxyLeaderKilled: clients send each key from two senders at once and
+// retry until they get an answer, while the cluster's leader is killed;
+// every key's upstream call runs exactly once and all its answers agree.
+func TestProxyLeaderKilled(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3, testcluster.Options{Subnet: 153})
+	up := startUpstream(t)
+	base, _ := startProxy(t, c, up, routes(t, "routes: [{match: POST /charges, wait: 10s}]"))
+	const keys, senders = 120, 2
+	answers := make([][senders]string, keys)
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var inner sync.WaitGroup
+			work := make(chan int)
+			for range 8 {
+				inner.Add(1)
+				go func() {
+					defer inner.Done()
+					for k := range work {
+						answers[k][s] = untilAnswered(t, base, fmt.Sprintf("leader-killed-%d", k))
+						sent.Add(1)
+					}
+				}()
+			}
+			for k := range keys {
+				work <- k
+			}
+			close(work)
+			inner.Wait()
+		}()
+	}
+	for sent.Load() < keys/4 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	leader := c.WaitLeader(10 * time.Second)
+	c.Crash(leader)
+	t.Logf("killed the leader %s after %d answers", leader.ID, sent.Load())
+	wg.Wait()
+	for k := range keys {
+		key := fmt.Sprintf("leader-killed-%d", k)
+		if n := up.runs(key); n != 1 {
+			t.Errorf("%s ran %d times, want 1", key, n)
+		}
+		var a struct{ Count int }
+		if answers[k][0] != answers[k][1] || json.Unmarshal([]byte(answers[k][0]), &a) != nil || a.Count != 1 {
+			t.Errorf("%s: answers %q and %q, want the same first run", key, answers[k][0], answers[k][1])
+		}
+	}
+}
+
+// untilAnswered sends a request until the proxy answers 201, retrying the
+// answers that invite a retry (409 in flight, 503 no service), for up to a
+// minute; it returns the body.
+func untilAnswered(t testing.TB, base, key string) string {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r := send(t, "POST", base+"/charges?sleep=0.05", key, `{"amount":1}`)
+		switch {
+		case r.status == 201:
+			return r.body
+		case (r.status == 409 || r.status == 503) && time.Now().Before(deadline):
+			time.Sleep(50 * time.Millisecond)
+		default:
+			t.Errorf("%s: HTTP %d %s", key, r.status, r.body)
+			return ""
+		}
+	}
+}

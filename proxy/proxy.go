@@ -1,0 +1,165 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idemnode/idemnode/client"
+	"github.com/idemnode/idemnode/idemhttp"
+)
+
+// HeaderToken carries the fencing token of the claim a guarded request
+// runs under to the upstream. A client's own is removed.
+const HeaderToken = "Idempotency-Token"
+
+// Config configures a proxy. Upstream and Client are required.
+type Config struct {
+	// Upstream is the service behind the proxy (http or https).
+	Upstream *url.URL
+	// Client reaches the idemnode cluster, with the proxy's credentials.
+	Client *client.Client
+	// Routes says what is guarded and how; nil is DefaultRoutes("").
+	Routes *Routes
+	// UpstreamTimeout bounds the wait for the upstream's response headers
+	// (default 60s); a timeout is answered 504 and releases the key.
+	UpstreamTimeout time.Duration
+	// Metrics registers the proxy's metrics; nil registers none.
+	Metrics prometheus.Registerer
+	Logger  *slog.Logger
+}
+
+// New returns the proxy's handler.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Upstream == nil || cfg.Upstream.Host == "" || (cfg.Upstream.Scheme != "http" && cfg.Upstream.Scheme != "https") {
+		return nil, errors.New("proxy: the upstream must be an http:// or https:// URL with a host")
+	}
+	if cfg.Client == nil {
+		return nil, errors.New("proxy: Config.Client is nil")
+	}
+	if cfg.Routes == nil {
+		cfg.Routes = DefaultRoutes("")
+	}
+	if err := cfg.Routes.check(); err != nil {
+		return nil, err
+	}
+	if cfg.UpstreamTimeout <= 0 {
+		cfg.UpstreamTimeout = 60 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("proxy metrics: %w", err)
+	}
+	upstream := upstreamHandler(cfg, m)
+	mux := http.NewServeMux()
+	mux.Handle("/", upstream)
+	tenant := cfg.Routes.Tenant.tenantFunc()
+	for i := range cfg.Routes.Routes {
+		r := &cfg.Routes.Routes[i]
+		h, err := guard(r, cfg, tenant, m, upstream)
+		if err != nil {
+			return nil, fmt.Errorf("routes[%d] (%s): %w", i, r.Match, err)
+		}
+		if err := handle(mux, r.method+" "+r.pattern, h); err != nil {
+			return nil, fmt.Errorf("routes[%d]: %w", i, err)
+		}
+	}
+	return mux, nil
+}
+
+// guard wraps the upstream in idemhttp's middleware with the route's
+// settings.
+func guard(r *Route, cfg Config, tenant func(*http.Request) (string, error), m *metrics, upstream http.Handler) (http.Handler, error) {
+	mw, err := idemhttp.New(idemhttp.Config{
+		Client:            cfg.Client,
+		Tenant:            tenant,
+		Methods:           []string{r.method},
+		KeyOptional:       r.Key == keyOptional,
+		DeriveMissingKeys: r.Key == keyDerived,
+		Fingerprint:       r.Fingerprint.fingerprintFunc(),
+		Wait:              time.Duration(r.Wait),
+		Lease:             time.Duration(r.Lease),
+		TTL:               time.Duration(r.TTL),
+		Store:             r.stores,
+		MaxBody:           r.MaxRequestBytes,
+		MaxStoredBody:     r.MaxResponseBytes,
+		Logger:            cfg.Logger,
+		Observe:           m.observe,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return mw.Handler(upstream), nil
+}
+
+// handle registers a pattern, turning ServeMux's panic on a conflict into
+// an error.
+func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("match %q: %v", pattern, p)
+		}
+	}()
+	mux.Handle(pattern, h)
+	return nil
+}
+
+// upstreamHandler forwards a request to the upstream, with the fencing
+// token of the claim it runs under (none when unguarded).
+func upstreamHandler(cfg Config, m *metrics) http.Handler {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = cfg.UpstreamTimeout
+	tr.MaxIdleConnsPerHost = 256
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(cfg.Upstream)
+			pr.SetXForwarded()
+		},
+		Transport:    timedTransport{next: tr, m: m},
+		ErrorHandler: upstreamError(cfg.Logger),
+		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del(HeaderToken)
+		if token, ok := client.HolderToken(r.Context()); ok {
+			r.Header.Set(HeaderToken, strconv.FormatUint(token, 10))
+		} else {
+			m.requests.WithLabelValues(outcomePassthrough).Inc()
+		}
+		rp.ServeHTTP(w, r)
+	})
+}
+
+// upstreamError answers a request the upstream did not answer: 504 when it
+// timed out, 502 when it refused or broke the connection. Both release a
+// guarded key (by default), so the retry runs again.
+func upstreamError(log *slog.Logger) func(http.ResponseWriter, *http.Request, error) {
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		status, title := http.StatusBadGateway, "Upstream failed"
+		var ne net.Error
+		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+			status, title = http.StatusGatewayTimeout, "Upstream timed out"
+		}
+		if r.Context().Err() == nil {
+			log.Warn("proxy: upstream failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+		}
+		body, _ := json.Marshal(map[string]any{"type": "https://idemnode.io/problems/upstream-failed", "title": title,
+			"status": status, "detail": "The upstream did not answer; the request may be retried with the same key."})
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+	}
+}
