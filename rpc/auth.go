@@ -45,6 +45,10 @@ type Identity struct {
 	// Peer marks another idemnode node forwarding a call it received and
 	// authorized itself; the request carries the tenant the origin derived.
 	Peer bool
+	// Delegate may name any tenant in its requests: a trusted service (an
+	// idemnode proxy serving many tenants) that authenticated its own
+	// callers. An empty tenant is still its own.
+	Delegate bool
 	// Via names the credential: "token", "cert" or "peer".
 	Via string
 }
@@ -90,6 +94,12 @@ type AuthConfig struct {
 	// other idemnode nodes. A call over a verified certificate with one of
 	// these names is a peer forwarding for a client it authorized.
 	Peers []string
+	// Delegates lists tenants whose identities (token or certificate) may
+	// act for any tenant, naming it in each request (serve --auth-delegate).
+	// This trusts them with every tenant's keys: give it to a service that
+	// authenticates its own callers, such as an idemnode proxy behind a
+	// gateway that sets the tenant.
+	Delegates []string
 	// MaxTenant bounds the tenant a certificate names (as a request's
 	// tenant is bounded); 0 is DefaultLimits().MaxTenant.
 	MaxTenant int
@@ -247,6 +257,7 @@ func (a *Authenticator) authenticate(ctx context.Context) (Identity, error) {
 			return Identity{}, unauthenticated("unknown bearer token")
 		}
 		id.Admin = id.Admin || slices.Contains(a.cfg.Admins, id.Tenant)
+		id.Delegate = slices.Contains(a.cfg.Delegates, id.Tenant)
 		return id, nil
 	case cert != nil && a.cfg.Certs.Enabled():
 		tenant, err := a.cfg.Certs.Tenant(cert)
@@ -256,7 +267,8 @@ func (a *Authenticator) authenticate(ctx context.Context) (Identity, error) {
 		if err != nil {
 			return Identity{}, unauthenticated("%v", err)
 		}
-		return Identity{Tenant: tenant, Admin: slices.Contains(a.cfg.Admins, tenant), Via: "cert"}, nil
+		return Identity{Tenant: tenant, Admin: slices.Contains(a.cfg.Admins, tenant),
+			Delegate: slices.Contains(a.cfg.Delegates, tenant), Via: "cert"}, nil
 	}
 	return Identity{}, unauthenticated("no credentials: send a client certificate or 'authorization: Bearer <token>'")
 }
@@ -351,6 +363,9 @@ func authorizeTenant(id Identity, req any, maxTenant int) error {
 	default:
 		if err := checkTenant(rid.Tenant, maxTenant); err != nil {
 			return err
+		}
+		if id.Delegate {
+			return nil
 		}
 		return &authError{codes.PermissionDenied, ReasonTenantMismatch,
 			fmt.Sprintf("the request names tenant %q, the credentials tenant %q", rid.Tenant, id.Tenant)}

@@ -29,9 +29,10 @@ import (
 
 // Tokens of the tests: acme and globex are tenants, ops is an admin.
 const (
-	tokenAcme   = "acme-token-0123456789abcdef"
-	tokenGlobex = "globex-token-0123456789abcdef"
-	tokenOps    = "ops-token-0123456789abcdef"
+	tokenAcme    = "acme-token-0123456789abcdef"
+	tokenGlobex  = "globex-token-0123456789abcdef"
+	tokenOps     = "ops-token-0123456789abcdef"
+	tokenGateway = "gateway-token-0123456789abcdef"
 )
 
 func writeTokens(t *testing.T, lines ...string) string {
@@ -51,6 +52,7 @@ func testTokens(t *testing.T) *TokenTable {
 		HashToken(tokenGlobex)+"   globex",
 		"",
 		HashToken(tokenOps)+" ops admin",
+		HashToken(tokenGateway)+" gateway",
 	), 128)
 	if err != nil {
 		t.Fatalf("load tokens: %v", err)
@@ -79,7 +81,7 @@ func mustAuthServer(t *testing.T, node *cluster.Node, limits Limits, before ...g
 	t.Helper()
 	ca := newTestCA(t, "idemnode test CA")
 	auth, err := NewAuthenticator(AuthConfig{Tokens: testTokens(t), Certs: mustMapping(t, DefaultCertMapping),
-		Admins: []string{"ops"}, Peers: []string{"node-2"}})
+		Admins: []string{"ops"}, Peers: []string{"node-2"}, Delegates: []string{"gateway"}})
 	if err != nil {
 		t.Fatalf("authenticator: %v", err)
 	}
@@ -373,6 +375,35 @@ func TestTextRulesWithAuth(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDelegate: a delegate's credentials (serve --auth-delegate) may name
+// any tenant, whose key it then is: the tenant's own credentials find the
+// record. An empty tenant is the delegate's own; a delegate is no admin.
+func TestDelegate(t *testing.T) {
+	t.Parallel()
+	s := mustAuthServer(t, mustNode(t), DefaultLimits())
+	gw, acme := s.withToken(t, tokenGateway), s.withToken(t, tokenAcme)
+	ctx := testCtx(t)
+	for _, tenant := range []string{"acme", "globex", ""} {
+		resp, err := gw.api.Claim(ctx, &idempb.ClaimRequest{Id: tenantID(tenant, "delegated"), Owner: "o"})
+		if err != nil || resp.GetOutcome() != idempb.Outcome_OUTCOME_WON {
+			t.Fatalf("the delegate claims for %q: %v, %v", tenant, resp, err)
+		}
+	}
+	if _, ok := s.node.Machine().Get(fsmKey("gateway", "delegated")); !ok {
+		t.Fatal("an empty tenant was not the delegate's own")
+	}
+	got, err := acme.api.Get(ctx, &idempb.GetRequest{Id: mine("delegated")})
+	if err != nil || got.GetOutcome() != idempb.Outcome_OUTCOME_OK {
+		t.Fatalf("acme reads the record the delegate claimed for it: %v, %v", got, err)
+	}
+	_, err = gw.api.Claim(ctx, &idempb.ClaimRequest{Id: tenantID("bad tenant", "k"), Owner: "o"})
+	checkDenied(t, "a delegate naming an invalid tenant", err, codes.InvalidArgument, ReasonInvalidField)
+	_, err = gw.admin.Members(ctx, &idempb.MembersRequest{})
+	checkDenied(t, "members by a delegate", err, codes.PermissionDenied, ReasonAdminRequired)
+	_, err = acme.api.Claim(ctx, &idempb.ClaimRequest{Id: tenantID("globex", "k"), Owner: "o"})
+	checkDenied(t, "a tenant that is no delegate naming another", err, codes.PermissionDenied, ReasonTenantMismatch)
 }
 
 // TestWithIdentityMark shows the contract of WithIdentity: a context marked

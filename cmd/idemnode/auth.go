@@ -23,6 +23,7 @@ type authFlags struct {
 	certTenant string
 	admins     []string
 	peers      []string
+	delegates  []string
 
 	claimRate  float64
 	claimBurst int
@@ -38,6 +39,8 @@ func (a *authFlags) register(fl *pflag.FlagSet) {
 	fl.StringSliceVar(&a.admins, "auth-admin", nil, "tenants whose credentials may call the admin RPCs (comma-separated)")
 	fl.StringSliceVar(&a.peers, "auth-peer", nil,
 		"certificate names (CN, DNS or URI SAN) of the other nodes, whose forwarded calls carry the tenant their origin derived")
+	fl.StringSliceVar(&a.delegates, "auth-delegate", nil,
+		"tenants whose credentials may act for any tenant, naming it in each request: an idemnode proxy serving many tenants (comma-separated)")
 	fl.Float64Var(&a.claimRate, "tenant-claim-rate", 0, "claims per second one tenant may send to this node (0: unlimited)")
 	fl.IntVar(&a.claimBurst, "tenant-claim-burst", 0, "claims one tenant may send at once (default: the rate, at least 1)")
 	fl.Uint64Var(&a.maxKeys, "tenant-max-keys", 0, "records one tenant may store, cluster-wide (0: unlimited)")
@@ -48,7 +51,7 @@ func (a *authFlags) register(fl *pflag.FlagSet) {
 // client certificates at all.
 func (a *authFlags) validate(fl *pflag.FlagSet, clientCerts bool) error {
 	if !a.enabled {
-		for _, name := range []string{"auth-tokens-file", "auth-cert-tenant", "auth-admin", "auth-peer"} {
+		for _, name := range []string{"auth-tokens-file", "auth-cert-tenant", "auth-admin", "auth-peer", "auth-delegate"} {
 			if fl.Changed(name) {
 				return fmt.Errorf("--%s needs --auth", name)
 			}
@@ -90,7 +93,7 @@ func (a *authFlags) interceptors(maxTenant int, log *slog.Logger) ([]grpc.UnaryS
 		}
 		certs, _ := rpc.ParseCertMapping(a.certTenant) // checked by validate
 		auth, err := rpc.NewAuthenticator(rpc.AuthConfig{Tokens: tokens, Certs: certs, Admins: a.admins,
-			Peers: a.peers, MaxTenant: maxTenant, Log: log})
+			Peers: a.peers, Delegates: a.delegates, MaxTenant: maxTenant, Log: log})
 		if err != nil {
 			return nil, nil, nil, err
 		}
