@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 )
 
 func TestDefaultRender(t *testing.T) {
@@ -422,6 +423,7 @@ func TestRefusedConfigurations(t *testing.T) {
 		{[]string{"auth.certTenant=cn"}, "auth.certTenant is set but auth.enabled is false"},
 		{[]string{"auth.admins={ops}"}, "auth.admins is set but auth.enabled is false"},
 		{[]string{"auth.peers={n}"}, "auth.peers is set but auth.enabled is false"},
+		{[]string{"auth.delegates={proxy}"}, "auth.delegates is set but auth.enabled is false"},
 		{[]string{"auth.enabled=true", "auth.tokensSecret=t", "auth.certTenant=subject"}, "at '/auth/certTenant'"},
 		{[]string{"limits.tenantClaimBurst=10"}, "a burst needs a rate"},
 		{[]string{"limits.tenantMaxKeys=-1"}, "at '/limits/tenantMaxKeys': minimum"},
@@ -465,12 +467,12 @@ func TestAuthAndLimits(t *testing.T) {
 
 	set := append(tlsOn(), "tls.clientCA.enabled=true", "tls.clientCA.secretName=idem-clients",
 		"auth.enabled=true", "auth.tokensSecret=idem-tokens", "auth.tokensKey=tokens.txt", "auth.certTenant=san-dns-suffix:.tenants.example",
-		"auth.admins={ops,sre}", "auth.peers={idemnode-peer}",
+		"auth.admins={ops,sre}", "auth.peers={idemnode-peer}", "auth.delegates={payments-proxy}",
 		"limits.tenantClaimRate=0.5", "limits.tenantClaimBurst=20", "limits.tenantMaxKeys=1000", "limits.tenantMaxBytes=10737418240")
 	m := render(t, set...)
 	c, spec := m.container(t), m.sts.Spec.Template.Spec
 	want := []string{"--auth", "--auth-tokens-file=/etc/idemnode/auth/tokens.txt", "--auth-cert-tenant=san-dns-suffix:.tenants.example",
-		"--auth-admin=ops", "--auth-admin=sre", "--auth-peer=idemnode-peer",
+		"--auth-admin=ops", "--auth-admin=sre", "--auth-peer=idemnode-peer", "--auth-delegate=payments-proxy",
 		"--tenant-claim-rate=0.5", "--tenant-claim-burst=20", "--tenant-max-bytes=10737418240", "--tenant-max-keys=1000"}
 	if got := authArgs(c); !slices.Equal(got, want) {
 		t.Errorf("auth and limit flags:\n got %q\nwant %q", got, want)
@@ -502,5 +504,75 @@ func TestAuthAndLimits(t *testing.T) {
 	want = []string{"--tenant-claim-rate=100", "--tenant-max-bytes=10737418240", "--tenant-max-keys=1000000"}
 	if got := authArgs(c); !slices.Equal(got, want) {
 		t.Errorf("limits from float64 values:\n got %q\nwant %q", got, want)
+	}
+}
+
+// sidecarSpec is what the proxy sidecar's ConfigMap offers to copy into a
+// pod spec; decoding is strict against the Kubernetes types.
+type sidecarSpec struct {
+	Containers []corev1.Container `json:"containers"`
+	Volumes    []corev1.Volume    `json:"volumes"`
+}
+
+// TestProxySidecar: the chart renders a container spec for `idemnode proxy`
+// that reaches this release's client Service, probes the proxy's own port,
+// runs as the servers do (non-root, read-only), and with TLS and a token
+// mounts the CA and the token it names on its command line.
+func TestProxySidecar(t *testing.T) {
+	spec := func(m *manifests) (sidecarSpec, corev1.Container) {
+		t.Helper()
+		if m.sidecar == nil {
+			t.Fatal("no proxy sidecar ConfigMap")
+		}
+		var s sidecarSpec
+		js, err := yaml.YAMLToJSONStrict([]byte(m.sidecar.Data["sidecar.yaml"]))
+		if err != nil {
+			t.Fatalf("sidecar.yaml: %v", err)
+		}
+		strictDecode(t, js, &s)
+		if len(s.Containers) != 1 {
+			t.Fatalf("containers: %+v", s.Containers)
+		}
+		return s, s.Containers[0]
+	}
+	s, c := spec(render(t))
+	wantArgs := []string{"proxy", "--listen=0.0.0.0:8000", "--upstream=http://127.0.0.1:8080",
+		"--cluster=" + fullname + "." + ns + ".svc.cluster.local:7400", "--http-addr=0.0.0.0:8001"}
+	if !slices.Equal(c.Args, wantArgs) || len(s.Volumes) != 0 || len(c.VolumeMounts) != 0 {
+		t.Errorf("default sidecar: args %q volumes %v mounts %v\nwant args %q", c.Args, s.Volumes, c.VolumeMounts, wantArgs)
+	}
+	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != "proxy-http" {
+		t.Errorf("readiness probe %+v, want GET /readyz on proxy-http", p)
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("security context %+v, want non-root and read-only", sc)
+	}
+	if !strings.HasPrefix(c.Image, "idemnode:") {
+		t.Errorf("image %q, want the chart's", c.Image)
+	}
+
+	s, c = spec(render(t, append(tlsOn(), "auth.enabled=true", "auth.tokensSecret=t", "auth.delegates={proxy}",
+		"proxySidecar.tenantHeader=X-Tenant", "proxySidecar.tokenSecret=proxy-token", "proxySidecar.upstreamPort=9000")...))
+	for _, want := range []string{"--upstream=http://127.0.0.1:9000", "--tenant-header=X-Tenant",
+		"--tls-ca=/etc/idemnode-proxy/tls/ca.crt", "--auth-token-file=/etc/idemnode-proxy/auth/token"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("args %q lack %s", c.Args, want)
+		}
+	}
+	mounted := map[string]string{}
+	for _, vm := range c.VolumeMounts {
+		mounted[vm.Name] = vm.MountPath
+	}
+	for _, v := range s.Volumes {
+		if v.Secret == nil || mounted[v.Name] == "" || *v.Secret.DefaultMode != 0o400 {
+			t.Errorf("volume %+v: want a 0400 Secret mounted in the container", v)
+		}
+	}
+	if len(s.Volumes) != 2 || s.Volumes[0].Secret.SecretName != "idem-tls" || s.Volumes[1].Secret.SecretName != "proxy-token" {
+		t.Errorf("volumes %+v, want the TLS Secret's CA and the token Secret", s.Volumes)
+	}
+	if m := render(t, "proxySidecar.render=false"); m.sidecar != nil {
+		t.Error("proxySidecar.render=false still renders it")
 	}
 }

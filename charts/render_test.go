@@ -57,9 +57,11 @@ func helmPath(t *testing.T) string {
 
 // manifests is one render, decoded.
 type manifests struct {
-	sts        *appsv1.StatefulSet
-	services   map[string]*corev1.Service
-	configMap  *corev1.ConfigMap
+	sts       *appsv1.StatefulSet
+	services  map[string]*corev1.Service
+	configMap *corev1.ConfigMap
+	// sidecar is the proxy sidecar's ConfigMap (proxySidecar.render).
+	sidecar    *corev1.ConfigMap
 	pdb        *policyv1.PodDisruptionBudget
 	sa         *corev1.ServiceAccount
 	monitor    *serviceMonitor
@@ -148,8 +150,7 @@ func render(t *testing.T, set ...string) *manifests {
 		case "Service":
 			obj = &corev1.Service{}
 		case "ConfigMap":
-			m.configMap = &corev1.ConfigMap{}
-			obj = m.configMap
+			obj = &corev1.ConfigMap{}
 		case "ServiceAccount":
 			m.sa = &corev1.ServiceAccount{}
 			obj = m.sa
@@ -163,6 +164,13 @@ func render(t *testing.T, set ...string) *manifests {
 		strictDecode(t, js, obj)
 		if s, ok := obj.(*corev1.Service); ok {
 			m.services[s.Name] = s
+		}
+		if cm, ok := obj.(*corev1.ConfigMap); ok {
+			if cm.Name == fullname+"-proxy-sidecar" {
+				m.sidecar = cm
+			} else {
+				m.configMap = cm
+			}
 		}
 		if got := obj.GetNamespace(); got != ns {
 			t.Errorf("%v: %s in namespace %q, want %q", set, tm.Kind, got, ns)

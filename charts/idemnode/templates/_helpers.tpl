@@ -161,7 +161,7 @@ cluster or would run half-secured. It renders nothing.
 {{- fail (printf "terminationGracePeriodSeconds (%d) must be at least preStopSleepSeconds + 15 (%d): SIGTERM needs time to transfer leadership, leave and drain" (int $v.terminationGracePeriodSeconds) (add (int $v.preStopSleepSeconds) 15)) }}
 {{- end }}
 {{- range $flag, $_ := $v.config }}
-{{- if has $flag (list "node-id" "data-dir" "grpc-addr" "grpc-advertise" "raft-addr" "raft-advertise" "gossip-addr" "gossip-advertise" "http-addr" "api-addr" "join" "bootstrap-expect" "log-level" "log-format" "dev" "insecure" "tls-cert" "tls-key" "tls-client-ca" "peer-ca" "peer-cert" "peer-key" "gossip-key" "gossip-key-file" "auth" "auth-tokens-file" "auth-cert-tenant" "auth-admin" "auth-peer" "tenant-claim-rate" "tenant-claim-burst" "tenant-max-keys" "tenant-max-bytes") }}
+{{- if has $flag (list "node-id" "data-dir" "grpc-addr" "grpc-advertise" "raft-addr" "raft-advertise" "gossip-addr" "gossip-advertise" "http-addr" "api-addr" "join" "bootstrap-expect" "log-level" "log-format" "dev" "insecure" "tls-cert" "tls-key" "tls-client-ca" "peer-ca" "peer-cert" "peer-key" "gossip-key" "gossip-key-file" "auth" "auth-tokens-file" "auth-cert-tenant" "auth-admin" "auth-peer" "auth-delegate" "tenant-claim-rate" "tenant-claim-burst" "tenant-max-keys" "tenant-max-bytes") }}
 {{- fail (printf "config.%s is set by the chart; use its own value instead (see values.yaml)" $flag) }}
 {{- end }}
 {{- if hasPrefix "IDEMNODE_" $flag }}
@@ -190,7 +190,7 @@ burst without a rate. It renders nothing.
 {{- fail "auth.peers names client certificates, but tls.clientCA.enabled is false: no client certificate is verified; clear auth.peers (servers recognise each other by the cluster CA) or enable tls.clientCA" }}
 {{- end }}
 {{- else }}
-{{- range $name, $set := dict "auth.tokensSecret" $a.tokensSecret "auth.certTenant" $a.certTenant "auth.admins" $a.admins "auth.peers" $a.peers }}
+{{- range $name, $set := dict "auth.tokensSecret" $a.tokensSecret "auth.certTenant" $a.certTenant "auth.admins" $a.admins "auth.peers" $a.peers "auth.delegates" $a.delegates }}
 {{- if $set }}
 {{- fail (printf "%s is set but auth.enabled is false: set auth.enabled=true, or clear %s" $name $name) }}
 {{- end }}
@@ -223,6 +223,9 @@ float64: the whole-number flags are printed as integers, never as 1e+10.
 {{- end }}
 {{- range $a.peers }}
 - {{ printf "--auth-peer=%s" . | quote }}
+{{- end }}
+{{- range $a.delegates }}
+- {{ printf "--auth-delegate=%s" . | quote }}
 {{- end }}
 {{- end }}
 {{- if gt (float64 $l.tenantClaimRate) 0.0 }}
