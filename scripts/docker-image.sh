@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the idemnode container image without pulling any base image: the
 # static binary is built here on the host (CGO_ENABLED=0) and copied into a
-# FROM scratch image (see Dockerfile).
+# FROM scratch image (see Dockerfile). Beside it, the same way, the example
+# order service that docker-compose.yml runs behind `idemnode proxy`
+# (examples/orders): idemnode-orders with the same tag.
 #   scripts/docker-image.sh [TAG] [BINARY]   default tag idemnode:dev; BINARY
 #                                            also keeps a copy of the binary there
 set -euo pipefail
@@ -21,3 +23,9 @@ CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w -X main.commit=$comm
 docker build --quiet -f Dockerfile -t "$tag" "$ctx" >/dev/null 2>"$ctx/build.err" || { cat "$ctx/build.err" >&2; exit 1; }
 if [[ -n "$keep" ]]; then cp "$ctx/idemnode" "$keep"; fi
 echo "built image $tag ($(docker image inspect -f '{{.Size}}' "$tag" | awk '{printf "%.1f MB", $1/1e6}'))"
+
+orders_tag="idemnode-orders:${tag##*:}"
+mkdir "$ctx/orders"
+CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o "$ctx/orders/orders" ./examples/orders
+docker build --quiet -f examples/orders/Dockerfile -t "$orders_tag" "$ctx/orders" >/dev/null 2>"$ctx/build.err" || { cat "$ctx/build.err" >&2; exit 1; }
+echo "built image $orders_tag (the example upstream)"

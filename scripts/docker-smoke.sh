@@ -31,9 +31,12 @@ fi
 id="$$-$(date +%s)"
 project="idemnode-smoke-$id"
 export IDEMNODE_IMAGE="idemnode:smoke-$id"
+export IDEMNODE_ORDERS_IMAGE="idemnode-orders:smoke-$id" # scripts/docker-image.sh builds it beside
 # Empty host ports: Docker picks free ones on 127.0.0.1 (read back with `port`).
 export IDEMNODE_NODE1_GRPC_PORT= IDEMNODE_NODE2_GRPC_PORT= IDEMNODE_NODE3_GRPC_PORT=
 export IDEMNODE_NODE1_HTTP_PORT= IDEMNODE_NODE2_HTTP_PORT= IDEMNODE_NODE3_HTTP_PORT=
+export IDEMNODE_NODE1_API_PORT= IDEMNODE_NODE2_API_PORT= IDEMNODE_NODE3_API_PORT=
+export IDEMNODE_PROXY_PORT= IDEMNODE_PROXY_HTTP_PORT=
 work=$(mktemp -d "/tmp/idemnode-smoke.XXXXXX")
 bin="$work/idemnode"
 dc() { "${compose[@]}" -p "$project" -f docker-compose.yml "$@"; }
@@ -48,7 +51,7 @@ cleanup() {
 	if [[ -e "$work/up" ]]; then
 		dc down --volumes --remove-orphans --timeout 10 >"$work/down.log" 2>&1 || cat "$work/down.log" >&2
 	fi
-	docker image rm "$IDEMNODE_IMAGE" >/dev/null 2>&1 || true
+	docker image rm "$IDEMNODE_IMAGE" "$IDEMNODE_ORDERS_IMAGE" >/dev/null 2>&1 || true
 	rm -rf "$work"
 	say "cleaned up project $project"
 	exit "$rc"
@@ -151,6 +154,26 @@ out=$(claim "${followers[0]}" "$work/other.json") || rc=$?
 ((rc == 1)) || die "a different request under the same key exited $rc, want 1 (mismatch): $out"
 [[ "$(jq -r .outcome <<<"$out")" == mismatch ]] || die "expected mismatch: $out"
 
+say "the JSON API through ${leader}'s published port"
+api=$(dc port "$leader" 7404 | tr -d '\r')
+out=$(curl -fsS "http://$api/v1/get" -d '{"id":{"tenant":"smoke","scope":"POST /v1/charges","key":"'"$key"'"}}') ||
+	die "JSON get: $out"
+[[ "$(jq -r .record.response.body <<<"$out")" == "$want_body" ]] || die "JSON get of the completed record: $out"
+
+say "idemnode proxy in front of the example order service"
+proxy=$(dc port proxy 8000 | tr -d '\r')
+proxy_ops=$(dc port proxy 8001 | tr -d '\r')
+for _ in $(seq 1 60); do curl -fsS -o /dev/null "http://$proxy_ops/readyz" 2>/dev/null && break; sleep 0.5; done
+curl -fsS -o /dev/null "http://$proxy_ops/readyz" || die "the proxy is not ready"
+order() { curl -sS -D "$work/order.h" -o "$work/order.b" -w '%{http_code}' -X POST "http://$proxy/orders" -H "Idempotency-Key: $1" -d '{"item":"book"}'; }
+[[ "$(order "order-$id")" == 201 ]] || die "first order through the proxy: $(cat "$work/order.b")"
+first=$(cat "$work/order.b")
+[[ "$(order "order-$id")" == 201 && "$(cat "$work/order.b")" == "$first" ]] || die "retried order: $(cat "$work/order.b"), want $first"
+grep -qi '^Idempotent-Replayed: true' "$work/order.h" || die "the retried order is not marked replayed"
+count=$(curl -fsS "http://$proxy/orders/count?key=order-$id" | jq -r .count)
+[[ "$count" == 1 ]] || die "the order service created $count orders for one key, want 1"
+[[ "$(curl -sS -o /dev/null -w '%{http_code}' -X POST "http://$proxy/orders" -d '{}')" == 400 ]] || die "an order without a key was not refused"
+
 cid=$(dc ps -q "$leader" | tr -d '\r')
 [[ -n "$cid" ]] || die "no container for $leader"
 say "docker kill $leader ($cid)"
@@ -188,4 +211,4 @@ done
 say "$killed caught up"
 expect_replay "$killed"
 
-say "PASS: docker smoke test (image, compose cluster, failover, restart)"
+say "PASS: docker smoke test (image, compose cluster, JSON API, proxy, failover, restart)"
