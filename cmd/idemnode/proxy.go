@@ -178,7 +178,11 @@ func probeCluster(ctx context.Context, cl *client.Client, ready *atomic.Bool, lo
 		cancel()
 		ok := err == nil || errors.Is(err, client.ErrNotFound)
 		if ready.Swap(ok) != ok {
-			log.Info("proxy readiness", "ready", ok, "err", err)
+			if ok {
+				log.Info("proxy ready: a node answers")
+			} else {
+				log.Warn("proxy not ready: no node answers", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
