@@ -96,3 +96,28 @@ func TestEveryMethodHasItsPath(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamFromFollower: a stream that fails before its first message is
+// answered with the error's HTTP status (503 for NOT_LEADER: a snapshot is
+// taken on the leader) and one {"error": …} line.
+func TestStreamFromFollower(t *testing.T) {
+	leader := shared.WaitLeader(30e9)
+	for _, nd := range shared.Running() {
+		if nd == leader {
+			continue
+		}
+		a := call(t, nd.JSONURL(), http.MethodPost, "/v1/snapshot", `{}`)
+		var line struct {
+			Error struct {
+				Code    int
+				Details []struct{ Reason string }
+			}
+		}
+		if a.status != http.StatusServiceUnavailable || json.Unmarshal(a.body, &line) != nil ||
+			line.Error.Code != 14 || len(line.Error.Details) == 0 || line.Error.Details[0].Reason != "NOT_LEADER" {
+			t.Fatalf("snapshot from follower %s: HTTP %d %s", nd.ID, a.status, a.body)
+		}
+		return
+	}
+	t.Fatal("no follower")
+}

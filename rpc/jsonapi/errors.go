@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -87,6 +88,9 @@ func routingError(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshale
 func withReason(st *status.Status) *status.Status {
 	if st.Code() != codes.InvalidArgument || len(st.Details()) > 0 {
 		return st
+	}
+	if strings.HasPrefix(st.Message(), "invalid grpc-timeout") {
+		return invalidField("Grpc-Timeout", "a number and a unit: H, M, S, m, u or n (5S, 500m)", st.Message())
 	}
 	return errorStatus(codes.InvalidArgument, reasonInvalidJSON, st.Message())
 }

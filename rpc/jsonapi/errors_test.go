@@ -47,6 +47,11 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
+	f := fail(t, base, http.MethodPost, "/v1/claim", fmt.Sprintf(`{"id":%s,"owner":"o"}`, id), "Grpc-Timeout", "soon")
+	f.want(t, http.StatusBadRequest, codes.InvalidArgument, rpc.ReasonInvalidField)
+	if f.info.Metadata["field"] != "Grpc-Timeout" {
+		t.Fatalf("a bad Grpc-Timeout: metadata %v", f.info.Metadata)
+	}
 	var got idempb.GetResponse
 	post(t, base, "/v1/get", fmt.Sprintf(`{"id":%s}`, id), &got)
 	if got.Outcome != idempb.Outcome_OUTCOME_NOT_FOUND {
