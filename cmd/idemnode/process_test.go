@@ -123,10 +123,11 @@ func (s *server) launch() {
 }
 
 // waitReady waits for /readyz; it fails the test with the server's log if
-// the process exits or is not ready within 30s.
+// the process exits or is not ready within 60s (a race build forming a
+// cluster while the whole suite runs can take more than 30s).
 func (s *server) waitReady() {
 	s.t.Helper()
-	testutil.WaitFor(s.t, 30*time.Second, "the server to be ready", func() bool {
+	testutil.WaitFor(s.t, 60*time.Second, "the server to be ready", func() bool {
 		select {
 		case <-s.exited:
 			s.t.Fatalf("server exited while starting (%v):\n%s", s.err, s.log())
