@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/idemhttp"
+	"github.com/idemnode/idemnode/proxy"
 )
 
 // TestProxyAnswers: the answers of docs/PROXY.md in front of a Python
@@ -222,5 +223,25 @@ func waitRuns(t testing.TB, up *upstream, key string, n int) {
 			t.Fatalf("%s ran %d times after 20s, want %d", key, up.runs(key), n)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestProxyTenantHeaderFlag: without a routes file, --tenant-header
+// (DefaultRoutes) guards every POST and PATCH with the tenant from that
+// header, and refuses a request without a key.
+func TestProxyTenantHeaderFlag(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t)
+	base, _ := startProxy(t, shared, up, proxy.DefaultRoutes("X-Tenant"))
+	key := client.NewKey()
+	must(t, "acme", send(t, "POST", base+"/charges", key, `{}`, "X-Tenant", "acme"), 201)
+	must(t, "globex", send(t, "POST", base+"/charges", key, `{}`, "X-Tenant", "globex"), 201)
+	must(t, "no key", send(t, "POST", base+"/charges", "", `{}`, "X-Tenant", "acme"), 400)
+	must(t, "no tenant", send(t, "POST", base+"/charges", client.NewKey(), `{}`), 401)
+	if _, err := newClient(t).Get(t.Context(), client.ID{Tenant: "globex", Scope: "POST /charges", Key: key}); err != nil {
+		t.Fatalf("globex's record: %v", err)
+	}
+	if n := up.runs(key); n != 2 {
+		t.Fatalf("two tenants' requests ran %d times, want 2", n)
 	}
 }
