@@ -24,6 +24,7 @@ import (
 //
 //	direct:         the upstream alone
 //	claim+complete: the SDK's claim and complete of a fresh key, no HTTP
+//	do:             the SDK's Do (claim, lease keeper, complete), no HTTP
 //	proxy:          the same requests through the proxy
 //
 // The proxy's added latency is proxy - direct; the goal is that it adds no
@@ -83,6 +84,15 @@ func benchPaths(b *testing.B, clients int, direct, proxied func(int64) error, cl
 				return err
 			}
 			_, err = cl.Complete(ctx, id, res.Token, client.Response{Status: 201, Body: []byte(`{"id":"ord_0123456789","status":"created"}`)})
+			return err
+		})
+	})
+	b.Run("do", func(b *testing.B) {
+		parallel(b, clients, func(int64) error {
+			id := client.ID{Scope: "bench", Key: client.NewKey()}
+			_, err := cl.Do(context.Background(), id, []byte("fp"), func(context.Context) (client.Response, error) {
+				return client.Response{Status: 201, Body: []byte(`{"id":"ord_0123456789","status":"created"}`)}, nil
+			})
 			return err
 		})
 	})
