@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemnode/idemnode/client"
+	"github.com/idemnode/idemnode/idemhttp"
 	"github.com/idemnode/idemnode/proxy"
 )
 
@@ -25,6 +26,7 @@ import (
 //	direct:         the upstream alone
 //	claim+complete: the SDK's claim and complete of a fresh key, no HTTP
 //	do:             the SDK's Do (claim, lease keeper, complete), no HTTP
+//	middleware:     idemhttp around the upstream's handler in one server
 //	proxy:          the same requests through the proxy
 //
 // The proxy's added latency is proxy - direct; the goal is that it adds no
@@ -48,6 +50,12 @@ func BenchmarkProxy(b *testing.B) {
 	}
 	px := httptest.NewServer(h)
 	defer px.Close()
+	m, err := idemhttp.New(idemhttp.Config{Client: cl, Tenant: func(*http.Request) (string, error) { return "", nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mw := httptest.NewServer(m.Handler(up.Config.Handler))
+	defer mw.Close()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 	post := func(base string) func(i int64) error {
 		return func(i int64) error {
@@ -68,12 +76,12 @@ func BenchmarkProxy(b *testing.B) {
 	}
 	for _, clients := range []int{1, 64} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			benchPaths(b, clients, post(up.URL), post(px.URL), cl)
+			benchPaths(b, clients, post(up.URL), post(mw.URL), post(px.URL), cl)
 		})
 	}
 }
 
-func benchPaths(b *testing.B, clients int, direct, proxied func(int64) error, cl *client.Client) {
+func benchPaths(b *testing.B, clients int, direct, middleware, proxied func(int64) error, cl *client.Client) {
 	b.Run("direct", func(b *testing.B) { parallel(b, clients, direct) })
 	b.Run("claim+complete", func(b *testing.B) {
 		parallel(b, clients, func(i int64) error {
@@ -92,10 +100,11 @@ func benchPaths(b *testing.B, clients int, direct, proxied func(int64) error, cl
 			id := client.ID{Scope: "bench", Key: client.NewKey()}
 			_, err := cl.Do(context.Background(), id, []byte("fp"), func(context.Context) (client.Response, error) {
 				return client.Response{Status: 201, Body: []byte(`{"id":"ord_0123456789","status":"created"}`)}, nil
-			})
+			}, client.WithWait(5*time.Second))
 			return err
 		})
 	})
+	b.Run("middleware", func(b *testing.B) { parallel(b, clients, middleware) })
 	b.Run("proxy", func(b *testing.B) { parallel(b, clients, proxied) })
 }
 
