@@ -3,6 +3,8 @@ package proxy_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -72,8 +74,10 @@ func TestProxyLeaderKilled(t *testing.T) {
 			inner.Wait()
 		}()
 	}
-	for sent.Load() < keys/4 {
-		time.Sleep(5 * time.Millisecond)
+	for deadline := time.Now().Add(time.Minute); sent.Load() < keys/4; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d answers after a minute", sent.Load())
+		}
 	}
 	leader := c.WaitLeader(10 * time.Second)
 	c.Crash(leader)
@@ -107,5 +111,29 @@ func untilAnswered(t testing.TB, base, key string) string {
 			t.Errorf("%s: HTTP %d %s", key, r.status, r.body)
 			return ""
 		}
+	}
+}
+
+// TestProxyCallerGivesUp: a caller that times out before the upstream
+// answers does not cut the upstream off: its answer is stored, and the
+// caller's retry gets it without a second run.
+func TestProxyCallerGivesUp(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t)
+	base, _ := startProxy(t, shared, up, nil)
+	key := client.NewKey()
+	impatient := &http.Client{Timeout: 300 * time.Millisecond}
+	req, _ := http.NewRequest("POST", base+"/charges?sleep=1.5", strings.NewReader(`{}`))
+	req.Header.Set("Idempotency-Key", key)
+	if resp, err := impatient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the impatient caller got HTTP %d, want its own timeout", resp.StatusCode)
+	}
+	retry := send(t, "POST", base+"/charges?sleep=1.5", key, `{}`)
+	if retry.status != 201 || retry.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry: HTTP %d %v %s, want the first run's answer replayed", retry.status, retry.header, retry.body)
+	}
+	if n := up.runs(key); n != 1 {
+		t.Fatalf("the upstream ran %d times, want 1", n)
 	}
 }

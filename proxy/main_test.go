@@ -141,13 +141,16 @@ type reply struct {
 }
 
 // send sends a request with the key (none when "") and extra header pairs.
+// It may run on goroutines of its own: a transport error is reported with
+// Errorf and answered as status 0, which every caller's check refuses.
 func send(t testing.TB, method, url, key, body string, header ...string) reply {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return reply{}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
@@ -158,12 +161,14 @@ func send(t testing.TB, method, url, key, body string, header ...string) reply {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
+		t.Errorf("%s %s: %v", method, url, err)
+		return reply{}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("%s %s: read: %v", method, url, err)
+		return reply{}
 	}
 	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
 }

@@ -134,12 +134,21 @@ func upstreamHandler(cfg Config, m *metrics) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(HeaderToken)
-		if token, ok := client.HolderToken(r.Context()); ok {
-			r.Header.Set(HeaderToken, strconv.FormatUint(token, 10))
-		} else {
+		token, guarded := client.HolderToken(r.Context())
+		if !guarded {
 			m.requests.WithLabelValues(outcomePassthrough).Inc()
+			rp.ServeHTTP(w, r)
+			return
 		}
-		rp.ServeHTTP(w, r)
+		r.Header.Set(HeaderToken, strconv.FormatUint(token, 10))
+		// A guarded request runs to the upstream's answer even when its
+		// caller goes away (a client timeout, a closed connection): the
+		// upstream has likely acted, and its answer must be stored for the
+		// retry. Cut off, the proxy would answer 502, release the key, and
+		// the retry would run the upstream again.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), cfg.UpstreamTimeout)
+		defer cancel()
+		rp.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
