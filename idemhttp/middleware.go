@@ -121,7 +121,12 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxBody = 1 << 20
 	}
 	if c.MaxStoredBody <= 0 {
-		c.MaxStoredBody = 1 << 20
+		c.MaxStoredBody = maxServiceBody
+	}
+	if c.MaxStoredBody > maxServiceBody {
+		// The service would refuse to store such a body, and Do would then
+		// release the key: the handler would run again on the retry.
+		return c, fmt.Errorf("idemhttp: Config.MaxStoredBody %d is over the %d bytes the service stores", c.MaxStoredBody, maxServiceBody)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -10,6 +10,7 @@ import (
 // The server's limits on a stored response's headers (docs/API.md): a
 // response past them cannot be stored either.
 const (
+	maxServiceBody       = 1 << 20
 	maxStoredHeaders     = 64
 	maxStoredHeaderBytes = 16 << 10
 )

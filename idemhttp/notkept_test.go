@@ -64,6 +64,15 @@ func TestResponseTooLargeRunsOnce(t *testing.T) {
 	}
 }
 
+// TestMaxStoredBodyBounded: a MaxStoredBody the service would refuse to
+// store is refused at New, not found out by running a handler twice.
+func TestMaxStoredBodyBounded(t *testing.T) {
+	_, err := idemhttp.New(idemhttp.Config{Client: newClient(t), Tenant: idemhttp.BearerTenant, MaxStoredBody: 2 << 20})
+	if err == nil || !strings.Contains(err.Error(), "MaxStoredBody") {
+		t.Fatalf("New with a 2 MiB MaxStoredBody: %v, want an error", err)
+	}
+}
+
 // TestObserve: each guarded request is reported once, with how it was
 // answered.
 func TestObserve(t *testing.T) {

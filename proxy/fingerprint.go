@@ -9,20 +9,18 @@ import (
 	"github.com/idemnode/idemnode/idemhttp"
 )
 
-// fingerprintFunc is the route's fingerprint: idemhttp's (method, path,
-// canonical body) when the route asks for nothing else, so the proxy and
-// the middleware agree on the same request; otherwise a hash of the
-// method, the path, the body as the route says and the chosen headers,
-// each part length-prefixed so that no two requests share an encoding.
+// fingerprintFunc is the route's fingerprint: a hash of the method, the
+// path, the query (its parameters sorted), the body as the route says and
+// the chosen headers, each part length-prefixed so that no two requests
+// share an encoding. The query counts: POST /transfers?amount=100 and
+// ?amount=999 under one key are two requests (422), not a replay.
 func (f Fingerprint) fingerprintFunc() func(*http.Request, []byte) []byte {
-	if f.Body == bodyCanonical && len(f.Headers) == 0 {
-		return idemhttp.Fingerprint
-	}
 	return func(r *http.Request, body []byte) []byte {
 		h := sha256.New()
 		part(h, []byte("idemnode-proxy/v1"))
 		part(h, []byte(r.Method))
 		part(h, []byte(r.URL.Path))
+		part(h, []byte(r.URL.Query().Encode()))
 		switch f.Body {
 		case bodyCanonical:
 			part(h, idemhttp.CanonicalBody(r.Header.Get("Content-Type"), body))

@@ -26,7 +26,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Requests by how the proxy answered: executed, released, replayed, conflict, mismatch, limited, unavailable, refused, passthrough."},
 			[]string{"outcome"}),
 		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "idemnode_proxy_upstream_seconds",
-			Help:    "Time to the upstream's response headers, by result (response, or error: refused, timeout).",
+			Help:    "Time to the upstream's response headers, by result: response, or error (refused, broken, timed out).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}, []string{"result"}),
 	}
 	for _, o := range []idemhttp.Outcome{idemhttp.OutcomeExecuted, idemhttp.OutcomeReleased, idemhttp.OutcomeReplayed,

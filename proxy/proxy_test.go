@@ -63,6 +63,9 @@ routes:
 	if other.status != 422 || problemType(other) != idemhttp.ProblemKeyReused {
 		t.Fatalf("another body: HTTP %d %s", other.status, other.body)
 	}
+	if r := send(t, "POST", base+"/charges?to=b", key, `{"amount": 100, "currency": "EUR"}`); r.status != 422 {
+		t.Fatalf("another query: HTTP %d %s, want 422", r.status, r.body)
+	}
 
 	slow := client.NewKey()
 	done := make(chan reply, 1)
@@ -79,7 +82,7 @@ routes:
 	// GET passes through unguarded.
 	must(t, "GET", send(t, "GET", base+"/count?key="+key, "", ""), 200)
 
-	for outcome, want := range map[string]float64{"executed": 2, "replayed": 1, "mismatch": 1, "conflict": 1, "refused": 3, "passthrough": 1} {
+	for outcome, want := range map[string]float64{"executed": 2, "replayed": 1, "mismatch": 2, "conflict": 1, "refused": 3, "passthrough": 1} {
 		if got := requests(t, reg, outcome); got != want {
 			t.Errorf("idemnode_proxy_requests_total{outcome=%q} = %v, want %v", outcome, got, want)
 		}

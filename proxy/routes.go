@@ -174,8 +174,8 @@ func (r *Route) check() error {
 	method, pattern, ok := strings.Cut(r.Match, " ")
 	pattern = strings.TrimSpace(pattern)
 	switch {
-	case !ok || method == "" || !validHeaderName(method):
-		return errors.New(`match: want "METHOD /path", e.g. "POST /v1/charges"`)
+	case !ok || method == "" || !validHeaderName(method) || strings.ToUpper(method) != method:
+		return errors.New(`match: want "METHOD /path" with the method in capitals, e.g. "POST /v1/charges"`)
 	case !strings.HasPrefix(pattern, "/") || len(pattern) > maxRoutePattern:
 		return fmt.Errorf("match: the path %q must start with / (at most %d bytes)", pattern, maxRoutePattern)
 	case r.Key != keyRequired && r.Key != keyOptional && r.Key != keyDerived:

@@ -19,6 +19,7 @@ func TestParseRoutes(t *testing.T) {
 		{"an unknown top-level field", "route: [{match: POST /x}]", `unknown field "route"`},
 		{"no routes", "tenant: {header: X-Tenant}", "routes: none given"},
 		{"no method", "routes: [{match: /x}]", `match: want "METHOD /path"`},
+		{"a method in lower case", "routes: [{match: post /x}]", "with the method in capitals"},
 		{"a relative path", "routes: [{match: POST x}]", "must start with /"},
 		{"a bad key mode", "routes: [{match: POST /x, key: maybe}]", `key: "maybe"`},
 		{"a lease too short", "routes: [{match: POST /x, lease: 10ms}]", "lease: 10ms"},
