@@ -36,8 +36,9 @@ func startAPI(addr string, h http.Handler, tlsConf *tls.Config, errc chan<- erro
 	return srv, nil
 }
 
-// stopAPI lets calls in flight finish, then cuts what is left after grace.
-func stopAPI(srv *http.Server, grace time.Duration) {
+// stopHTTPServer lets calls in flight finish, then cuts what is left after
+// grace.
+func stopHTTPServer(srv *http.Server, grace time.Duration) {
 	if srv == nil {
 		return
 	}

@@ -159,7 +159,10 @@ func runProxy(ctx context.Context, f proxyFlags) error {
 	case err := <-errc:
 		return runtimeError{err}
 	}
-	stopAPI(srv, 10*time.Second)
+	// Guarded requests in flight finish and record their answer before the
+	// cluster client closes: cut off, their keys would stay pending and the
+	// retries would run the upstream again after the lease.
+	stopHTTPServer(srv, f.upstreamTimeout+15*time.Second) // the SDK finishes within 10s
 	if opsSrv != nil {
 		opsSrv.Close()
 	}

@@ -314,7 +314,7 @@ func serve(ctx context.Context, f serveFlags) error {
 		log.Warn("leave", "err", err)
 	}
 	api.Shutdown()
-	stopAPI(apiSrv, 5*time.Second)
+	stopHTTPServer(apiSrv, 5*time.Second)
 	stopGRPC(g, 5*time.Second)
 	if httpSrv != nil {
 		httpSrv.Close()
