@@ -569,8 +569,19 @@ func TestProxySidecar(t *testing.T) {
 			t.Errorf("volume %+v: want a 0400 Secret mounted in the container", v)
 		}
 	}
-	if len(s.Volumes) != 2 || s.Volumes[0].Secret.SecretName != "idem-tls" || s.Volumes[1].Secret.SecretName != "proxy-token" {
-		t.Errorf("volumes %+v, want the TLS Secret's CA and the token Secret", s.Volumes)
+	if len(s.Volumes) != 2 || s.Volumes[0].Secret.SecretName != "idemnode-proxy-ca" || s.Volumes[1].Secret.SecretName != "proxy-token" {
+		t.Errorf("volumes %+v, want the CA-only Secret and the token Secret (never the servers' TLS Secret)", s.Volumes)
+	}
+	for _, v := range s.Volumes {
+		if v.Secret.SecretName == "idem-tls" {
+			t.Errorf("the sidecar mounts the servers' TLS Secret, whose key is their peer credential: %+v", v)
+		}
+	}
+	s, c = spec(render(t, append(tlsOn(), "tls.clientCA.enabled=true", "tls.clientCA.secretName=idem-clients",
+		"proxySidecar.clientCertSecret=app-proxy-client")...))
+	if !slices.Contains(c.Args, "--tls-cert=/etc/idemnode-proxy/client/tls.crt") || !slices.Contains(c.Args, "--tls-key=/etc/idemnode-proxy/client/tls.key") ||
+		len(s.Volumes) != 2 || s.Volumes[1].Secret.SecretName != "app-proxy-client" {
+		t.Errorf("with client certificates: args %q volumes %+v, want the client certificate mounted and named", c.Args, s.Volumes)
 	}
 	if m := render(t, "proxySidecar.render=false"); m.sidecar != nil {
 		t.Error("proxySidecar.render=false still renders it")
