@@ -156,7 +156,7 @@ out=$(claim "${followers[0]}" "$work/other.json") || rc=$?
 
 say "the JSON API through ${leader}'s published port"
 api=$(dc port "$leader" 7404 | tr -d '\r')
-out=$(curl -fsS "http://$api/v1/get" -d '{"id":{"tenant":"smoke","scope":"POST /v1/charges","key":"'"$key"'"}}') ||
+out=$(curl -fsS "http://$api/v1/get" -H 'Content-Type: application/json' -d '{"id":{"tenant":"smoke","scope":"POST /v1/charges","key":"'"$key"'"}}') ||
 	die "JSON get: $out"
 [[ "$(jq -r .record.response.body <<<"$out")" == "$want_body" ]] || die "JSON get of the completed record: $out"
 

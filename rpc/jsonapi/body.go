@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 )
@@ -21,9 +23,18 @@ func maxBodyBytes(maxMessage int) int64 {
 
 // checkBody reads a request's body whole, up to limit, and refuses one that
 // is larger or is not a single JSON value: the gateway's decoder would read
-// the first value and ignore whatever follows it.
+// the first value and ignore whatever follows it. A POST must say it is
+// JSON: a browser sends form and text bodies cross-site without asking
+// first, so any other Content-Type could come from a page the caller
+// visited, riding on its network position or client certificate.
 func checkBody(next http.Handler, limit int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && !isJSON(r.Header.Get("Content-Type")) {
+			writeStatus(w, r, errorStatus(codes.InvalidArgument, reasonInvalidJSON,
+				fmt.Sprintf("Content-Type %q: the body must be application/json", r.Header.Get("Content-Type"))),
+				http.StatusUnsupportedMediaType)
+			return
+		}
 		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
@@ -45,4 +56,10 @@ func checkBody(next http.Handler, limit int64) http.Handler {
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// isJSON reports whether a Content-Type is application/json or a +json type.
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }

@@ -147,3 +147,21 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("HTTP %d Retry-After %q, want 429 with whole seconds", a.status, a.header.Get("Retry-After"))
 	}
 }
+
+// TestContentType: a POST must say its body is JSON; a form or text body,
+// which a browser sends cross-site without asking first, is 415.
+func TestContentType(t *testing.T) {
+	base := shared.Nodes[0].JSONURL()
+	body := fmt.Sprintf(`{"id":%s,"owner":"o"}`, recordID(rand.Text()))
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""} {
+		f := fail(t, base, http.MethodPost, "/v1/claim", body, "Content-Type", ct)
+		if f.http != http.StatusUnsupportedMediaType || f.info.GetReason() != "INVALID_JSON" {
+			t.Errorf("Content-Type %q: HTTP %d %s", ct, f.http, f.st.Message())
+		}
+	}
+	var won idempb.ClaimResponse
+	post(t, base, "/v1/claim", body, &won, "Content-Type", "application/json; charset=utf-8")
+	if won.Outcome != idempb.Outcome_OUTCOME_WON {
+		t.Fatalf("a claim with a charset: %v", won.Outcome)
+	}
+}
