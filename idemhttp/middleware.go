@@ -263,11 +263,13 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, id client.ID, fi
 	}, opts...)
 	switch {
 	case res.Executed:
+		outcome := executedOutcome(res.Action)
 		if err != nil {
 			cfg.Logger.Error("idemhttp: the response was sent but not recorded; a retry may run the handler again",
 				"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "err", err)
+			outcome = OutcomeUnrecorded
 		}
-		h.observe(r, executedOutcome(res.Action))
+		h.observe(r, outcome)
 		writeResponse(w, sent, false)
 	case err == nil:
 		h.observe(r, OutcomeReplayed)

@@ -15,6 +15,10 @@ const (
 	// OutcomeReleased: the handler ran and the key was released (a 5xx, by
 	// default), so a retry runs it again.
 	OutcomeReleased Outcome = "released"
+	// OutcomeUnrecorded: the handler ran and its response was sent, but
+	// recording it failed (the cluster was unreachable past FinishTimeout,
+	// the lease was lost): a retry may run the handler again.
+	OutcomeUnrecorded Outcome = "unrecorded"
 	// OutcomeReplayed: the stored response was sent; the handler did not run.
 	OutcomeReplayed Outcome = "replayed"
 	// OutcomeConflict: the same request is still in flight (409).

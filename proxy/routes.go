@@ -213,6 +213,8 @@ func (r *Route) stores(status int) bool {
 // Duration is a time.Duration written as "30s" or "24h".
 type Duration time.Duration
 
+// UnmarshalJSON reads a duration string ("30s"); a bare number has no unit
+// and is refused.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
@@ -229,6 +231,8 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // StatusSet is a list of HTTP statuses and ranges: [200-299, 409].
 type StatusSet [][2]int
 
+// UnmarshalJSON reads statuses (409) and ranges ("200-299"), each within
+// 100-999.
 func (s *StatusSet) UnmarshalJSON(b []byte) error {
 	var items []json.RawMessage
 	if err := json.Unmarshal(b, &items); err != nil {

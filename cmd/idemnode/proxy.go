@@ -115,16 +115,16 @@ func runProxy(ctx context.Context, f proxyFlags) error {
 	}
 	dial, err := f.auth.dialOptions()
 	if err != nil {
-		return err
+		return err // a usage error that names its flag
 	}
 	creds, err := f.tls.credentials()
 	if err != nil {
-		return err
+		return err // a usage error that names its flag
 	}
 	cl, err := client.New(client.Config{Addrs: addrs, TransportCredentials: creds, DialOptions: dial,
 		Timeout: f.timeout, Logger: log})
 	if err != nil {
-		return err
+		return fmt.Errorf("cluster client: %w", err)
 	}
 	defer cl.Close()
 	cfg.Client = cl
