@@ -137,6 +137,8 @@ func toStatus(ctx context.Context, err error) error {
 type call struct {
 	method string
 
+	// mu guards header and trailer: a streaming handler sets them on its
+	// goroutine while the caller's goroutine reads them.
 	mu      sync.Mutex
 	header  metadata.MD
 	trailer metadata.MD
