@@ -237,6 +237,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve runs the handler under the key, or answers from the record.
 func (h *handler) serve(w http.ResponseWriter, r *http.Request, id client.ID, fingerprint []byte) {
+	sent, res, err := h.run(r, id, fingerprint)
+	h.answer(w, r, id, sent, res, err)
+}
+
+// run runs the handler under the key with Do. sent is the handler's
+// response when it ran, which the caller gets; what Do stores is the same,
+// or the not-kept marker when it does not fit.
+func (h *handler) run(r *http.Request, id client.ID, fingerprint []byte) (sent client.Response, res client.Result, err error) {
 	cfg := &h.m.cfg
 	opts := []client.Option{client.WithWait(h.route.wait), client.WithClassifier(h.classify)}
 	if cfg.Lease > 0 {
@@ -247,10 +255,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, id client.ID, fi
 	}
 	// A panic in the handler propagates through Do, which releases the key
 	// first; net/http then aborts the connection, and the retry runs again.
-	// sent is the handler's response, which the caller gets; what Do
-	// stores is the same, or the not-kept marker when it does not fit.
-	var sent client.Response
-	res, err := cfg.Client.Do(r.Context(), id, fingerprint, func(ctx context.Context) (client.Response, error) {
+	res, err = cfg.Client.Do(r.Context(), id, fingerprint, func(ctx context.Context) (client.Response, error) {
 		rec := newRecorder()
 		h.next.ServeHTTP(rec, r.WithContext(ctx))
 		sent = rec.response()
@@ -261,6 +266,13 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, id client.ID, fi
 		}
 		return sent, nil
 	}, opts...)
+	return sent, res, err
+}
+
+// answer sends what run produced: the handler's response, the stored one,
+// or the problem that kept the handler from running.
+func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, sent client.Response, res client.Result, err error) {
+	cfg := &h.m.cfg
 	switch {
 	case res.Executed:
 		outcome := executedOutcome(res.Action)

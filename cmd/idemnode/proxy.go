@@ -11,13 +11,11 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/idemnode/idemnode/client"
@@ -141,8 +139,7 @@ func runProxy(ctx context.Context, f proxyFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var ready atomic.Bool
-	go probeCluster(ctx, cl, &ready, log)
+	ready := proxy.WatchCluster(ctx, cl, 2*time.Second, log)
 	errc := make(chan error, 2)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -150,7 +147,7 @@ func runProxy(ctx context.Context, f proxyFlags) error {
 			errc <- fmt.Errorf("proxy: %w", err)
 		}
 	}()
-	opsSrv := startHTTP(f.httpAddr, proxyOpsHandler(reg, &ready), errc)
+	opsSrv := startHTTP(f.httpAddr, proxy.OpsHandler(reg, ready), errc)
 	log.Info("idemnode proxy serving", "listen", ln.Addr().String(), "upstream", cfg.Upstream.String(),
 		"cluster", strings.Join(addrs, ","), "routes", len(cfg.Routes.Routes), "http", f.httpAddr)
 	select {
@@ -167,45 +164,4 @@ func runProxy(ctx context.Context, f proxyFlags) error {
 		opsSrv.Close()
 	}
 	return nil
-}
-
-// probeCluster keeps ready true while a node answers a stale read (a key
-// nobody holds: NOT_FOUND is an answer).
-func probeCluster(ctx context.Context, cl *client.Client, ready *atomic.Bool, log *slog.Logger) {
-	probe := client.ID{Scope: "idemnode-proxy", Key: "readiness-probe"}
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := cl.Get(pctx, probe, client.Stale())
-		cancel()
-		ok := err == nil || errors.Is(err, client.ErrNotFound)
-		if ready.Swap(ok) != ok {
-			if ok {
-				log.Info("proxy ready: a node answers")
-			} else {
-				log.Warn("proxy not ready: no node answers", "err", err)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// proxyOpsHandler serves the proxy's own liveness, readiness and metrics.
-func proxyOpsHandler(reg *prometheus.Registry, ready *atomic.Bool) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "no idemnode node answers", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return mux
 }
