@@ -3,7 +3,9 @@
 // HTTP service, whatever its language. A guarded request's key is claimed
 // on the idemnode cluster before the upstream sees it; the upstream's
 // response is stored and every retry is answered from the record, byte for
-// byte, so the upstream runs once per key.
+// byte. The upstream runs again for a key only after the key was released
+// (an answer the route does not store, an upstream that failed, an answer
+// that could not be recorded): docs/PROXY.md lists the cases.
 //
 // Which requests are guarded, and how, comes from a routes file (routes.go,
 // docs/PROXY.md): method and path pattern, whether the key is required,
