@@ -62,7 +62,7 @@ type Server struct {
 	// waits counts the calls held waiting, for the wait caps of Limits.
 	waits   waitCounter
 	metrics *Metrics // nil: no metrics
-	// closing is closed by Shutdown; forwarding streams end on it.
+	// closing is closed by Shutdown; forwarding streams and waits end on it.
 	closing   chan struct{}
 	closeOnce sync.Once
 	// bug names a planted bug (fault injection for jepsen's self-test).

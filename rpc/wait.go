@@ -7,14 +7,16 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
 // Waiting calls are held on the node that serves them and woken by the state
 // machine (Machine.GetWatch), by the end of the holder's lease, by the
-// call's own timeout, or by a change of this node's leadership: nothing
-// polls. A wait that loses its leader ends with Unavailable (reason
+// call's own timeout, by a change of this node's leadership, or by
+// Shutdown, which ends them with Unavailable (SHUTTING_DOWN) so that the
+// caller retries on another node instead of being cut off: nothing polls. A wait that loses its leader ends with Unavailable (reason
 // LEADERSHIP_LOST), which a follower that forwarded the call, and the SDK,
 // retry against the new leader. Only a call that actually blocks takes one
 // of the slots that MaxWaitsPerNode and MaxWaitsPerTenant cap.
@@ -78,6 +80,8 @@ func (s *Server) waitLocal(ctx context.Context, key fsm.RecordKey, timeout time.
 		case <-changed:
 		case <-lost:
 			return nil, errLeaderChanged
+		case <-s.closing:
+			return nil, cluster.ErrShutdown
 		case <-ctx.Done():
 			return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_IN_PROGRESS, Record: recordOf(r)}, nil
 		}
@@ -114,6 +118,9 @@ func (s *Server) claimWaiting(ctx context.Context, cmd *fsm.Command, res fsm.Res
 			case <-lost:
 				leaseEnd.Stop()
 				return fsm.Result{}, errLeaderChanged
+			case <-s.closing:
+				leaseEnd.Stop()
+				return fsm.Result{}, cluster.ErrShutdown
 			case <-waitCtx.Done():
 				leaseEnd.Stop()
 				return res, nil

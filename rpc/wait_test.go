@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/idemnode/idemnode/rpc/idempb"
@@ -171,5 +172,31 @@ func TestWait(t *testing.T) {
 	}
 	if elapsed := time.Since(start); elapsed < 200*time.Millisecond {
 		t.Errorf("wait returned after %s, before its 200ms timeout", elapsed)
+	}
+}
+
+// TestShutdownEndsWaits: a node that shuts down answers the calls it holds
+// waiting with Unavailable SHUTTING_DOWN at once, so callers retry on another
+// node, instead of holding them until the server's grace cuts them off.
+func TestShutdownEndsWaits(t *testing.T) {
+	t.Parallel()
+	node := mustNode(t)
+	s, conn := serveAPI(t, node, DefaultLimits())
+	c := &testCluster{node: node, conn: conn, api: idempb.NewIdempotencyClient(conn), admin: idempb.NewAdminClient(conn)}
+	c.mustWin(t, "held-a", "holder", nil)
+	c.mustWin(t, "held-b", "holder", nil)
+	stale := async(func() (*idempb.WaitResponse, error) {
+		return c.api.Wait(testCtx(t), &idempb.WaitRequest{Id: rid("held-a"), Timeout: dur(time.Minute),
+			Consistency: idempb.Consistency_CONSISTENCY_STALE})
+	})
+	c.waitForWaiters(t, 1) // keys watched: one per key
+	claim := c.claimAsync(t, "held-b", "other", time.Minute)
+	start := time.Now()
+	s.Shutdown()
+	for name, err := range map[string]error{"stale wait": (<-stale).err, "waiting claim": (<-claim).err} {
+		checkDenied(t, name, err, codes.Unavailable, ReasonShuttingDown)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the waits ended %s after Shutdown", d)
 	}
 }
