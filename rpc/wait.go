@@ -15,11 +15,13 @@ import (
 // Waiting calls are held on the node that serves them and woken by the state
 // machine (Machine.GetWatch), by the end of the holder's lease, by the
 // call's own timeout, by a change of this node's leadership, or by
-// Shutdown, which ends them with Unavailable (SHUTTING_DOWN) so that the
-// caller retries on another node instead of being cut off: nothing polls. A wait that loses its leader ends with Unavailable (reason
-// LEADERSHIP_LOST), which a follower that forwarded the call, and the SDK,
-// retry against the new leader. Only a call that actually blocks takes one
-// of the slots that MaxWaitsPerNode and MaxWaitsPerTenant cap.
+// Shutdown: nothing polls. A wait that loses its leader ends with
+// Unavailable (reason LEADERSHIP_LOST), which a follower that forwarded the
+// call, and the SDK, retry against the new leader; one on a node that shuts
+// down ends with Unavailable (SHUTTING_DOWN), retried on another node,
+// instead of being cut off with the connection. Only a call that actually
+// blocks takes one of the slots that MaxWaitsPerNode and MaxWaitsPerTenant
+// cap.
 
 // errLeaderChanged ends a wait whose node stopped leading (or never led
 // when the wait began): Unavailable, reason LEADERSHIP_LOST.
