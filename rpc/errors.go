@@ -68,6 +68,21 @@ func (e *retryLater) Error() string {
 	return fmt.Sprintf("%s; retry in %s", e.msg, e.after)
 }
 
+// InvalidFieldError is the InvalidArgument refusal of a value that breaks a
+// rule: reason INVALID_FIELD with the field and the limit, and a BadRequest
+// field violation. The JSON API refuses its own input with it too.
+func InvalidFieldError(field, limit, msg string) error {
+	text := (&invalidField{field: field, limit: limit, msg: msg}).Error()
+	return withInfo(codes.InvalidArgument, ReasonInvalidField, text, map[string]string{"field": field, "limit": limit},
+		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: text}}})
+}
+
+// ErrorWithInfo is an error of code carrying an ErrorInfo with reason, as
+// every error idemnode returns does.
+func ErrorWithInfo(code codes.Code, reason, msg string) error {
+	return withInfo(code, reason, msg, nil)
+}
+
 // withInfo builds a status carrying an ErrorInfo with reason and meta, and
 // the extra details given (a BadRequest, a RetryInfo).
 func withInfo(code codes.Code, reason, msg string, meta map[string]string, extra ...protoadapt.MessageV1) error {
@@ -98,9 +113,7 @@ func toStatus(err error, log *slog.Logger) error {
 		return withInfo(codes.ResourceExhausted, ReasonTooManyWaits, tooMany.Error(),
 			map[string]string{"scope": tooMany.scope, "limit": strconv.Itoa(tooMany.limit)})
 	case errors.As(err, &inv):
-		return withInfo(codes.InvalidArgument, ReasonInvalidField, inv.Error(),
-			map[string]string{"field": inv.field, "limit": inv.limit},
-			&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: inv.field, Description: inv.Error()}}})
+		return InvalidFieldError(inv.field, inv.limit, inv.msg)
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):

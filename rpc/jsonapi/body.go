@@ -43,8 +43,7 @@ func checkBody(next http.Handler, limit int64) http.Handler {
 		var tooLarge *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooLarge):
-			refuse(w, r, invalidField("body", strconv.FormatInt(limit, 10)+" bytes",
-				fmt.Sprintf("request body: larger than %d bytes", limit)))
+			refuse(w, r, invalidField("body", strconv.FormatInt(limit, 10)+" bytes", "the request body is larger"))
 			return
 		case err != nil:
 			refuse(w, r, errorStatus(codes.InvalidArgument, reasonInvalidJSON, "request body: "+err.Error()))

@@ -90,31 +90,19 @@ func withReason(st *status.Status) *status.Status {
 		return st
 	}
 	if strings.HasPrefix(st.Message(), "invalid grpc-timeout") {
-		return invalidField("Grpc-Timeout", "a number and a unit: H, M, S, m, u or n (5S, 500m)", st.Message())
+		return invalidField("Grpc-Timeout", "a number and a unit: H, M, S, m, u or n (5S, 500m)", strings.TrimPrefix(st.Message(), "invalid grpc-timeout: "))
 	}
 	return errorStatus(codes.InvalidArgument, reasonInvalidJSON, st.Message())
 }
 
 func errorStatus(code codes.Code, reason, msg string) *status.Status {
-	st := status.New(code, msg)
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: rpc.ErrorDomain}); err == nil {
-		return d
-	}
-	return st
+	return status.Convert(rpc.ErrorWithInfo(code, reason, msg))
 }
 
 // invalidField is the INVALID_FIELD refusal the gRPC API gives a value
-// over a limit.
+// that breaks a rule.
 func invalidField(field, limit, msg string) *status.Status {
-	st := status.New(codes.InvalidArgument, msg)
-	d, err := st.WithDetails(
-		&errdetails.ErrorInfo{Reason: rpc.ReasonInvalidField, Domain: rpc.ErrorDomain,
-			Metadata: map[string]string{"field": field, "limit": limit}},
-		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}})
-	if err != nil {
-		return st
-	}
-	return d
+	return status.Convert(rpc.InvalidFieldError(field, limit, msg))
 }
 
 // retryAfter is the Retry-After header, in whole seconds rounded up, of a
