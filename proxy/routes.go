@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
 	"sigs.k8s.io/yaml"
 )
 
@@ -276,15 +276,6 @@ func firstNonZero[T comparable](vs ...T) T {
 	return zero
 }
 
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return http.CanonicalHeaderKey(s) != ""
-}
+// validHeaderName reports whether s is an HTTP token (RFC 9110 tchar), as a
+// header name and a method must be.
+func validHeaderName(s string) bool { return httpguts.ValidHeaderFieldName(s) }
