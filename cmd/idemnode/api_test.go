@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/internal/tlsconfig"
 )
 
@@ -19,7 +20,9 @@ import (
 func TestJSONAPIOverTLS(t *testing.T) {
 	t.Parallel()
 	p := newServePKI(t)
-	s := mustServerWith(t, append(p.serveFlags(), "--auth", "--auth-cert-tenant", "cn"), p.clientFlags)
+	s := newServer(t, append(p.serveFlags(), "--auth", "--auth-cert-tenant", "cn"), p.clientFlags)
+	s.api = testutil.FreeAddr(t)
+	s.start()
 	acme := p.clients.IssueClient(t, "acme").TLS(t)
 	base := "https://" + s.api
 

@@ -217,7 +217,7 @@ func TestCLIErrorsForHumans(t *testing.T) {
 	lonely := testutil.FreeAddr(t)
 	node := exec.Command(binary, "serve", "--node-id", "lonely", "--data-dir", filepath.Join(dir, "data"),
 		"--grpc-addr", lonely, "--raft-addr", testutil.FreeAddr(t), "--http-addr", testutil.FreeAddr(t),
-		"--gossip-addr", testutil.FreeAddr(t), "--api-addr", testutil.FreeAddr(t), "--bootstrap-expect", "3", "--insecure")
+		"--gossip-addr", testutil.FreeAddr(t), "--api-addr", "", "--bootstrap-expect", "3", "--insecure")
 	if err := node.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,9 @@ type server struct {
 	nodeID                   string // n1 if empty
 	dataDir, logPath         string
 	grpc, raft, http, gossip string
-	api                      string // the JSON API
+	// api is the JSON API's address, "" (off) unless a test sets it:
+	// every port picked ahead is one more a parallel test may take first.
+	api string
 	// serveFlags are added to serve's command line (--insecure, or the TLS
 	// flags), clientFlags to cliJSON's.
 	serveFlags, clientFlags []string
@@ -83,7 +85,6 @@ func newServer(t *testing.T, serveFlags, clientFlags []string) *server {
 	dir := t.TempDir()
 	s := &server{t: t, dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "server.log"),
 		grpc: testutil.FreeAddr(t), raft: testutil.FreeAddr(t), http: testutil.FreeAddr(t), gossip: testutil.FreeAddr(t),
-		api:        testutil.FreeAddr(t),
 		serveFlags: serveFlags, clientFlags: clientFlags}
 	t.Cleanup(func() {
 		s.kill()
