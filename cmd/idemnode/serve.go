@@ -283,7 +283,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	g := grpc.NewServer(append(serverOpts, grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))...)
 	api.Register(g)
 	jsonAPI, err := jsonapi.New(jsonapi.Config{Idempotency: api, Admin: api, Unary: unary, Stream: stream,
-		MaxMessageBytes: limits.MaxMessageBytes, Log: log})
+		MaxMessageBytes: limits.MaxMessageBytes})
 	if err != nil {
 		return runtimeError{err}
 	}

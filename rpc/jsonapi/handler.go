@@ -8,7 +8,6 @@ package jsonapi
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 
@@ -33,7 +32,6 @@ type Config struct {
 	// MaxMessageBytes is the gRPC server's limit on a request; a JSON body
 	// may be a third larger (bytes travel in base64) plus the field names.
 	MaxMessageBytes int
-	Log             *slog.Logger
 }
 
 // marshaler is canonical protojson: lowerCamelCase names, enum names,
@@ -47,10 +45,7 @@ var marshaler = &runtime.JSONPb{
 
 // New returns the JSON API's handler.
 func New(cfg Config) (http.Handler, error) {
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
-	}
-	conn := newInproc([]Service{
+	conn := newInproc([]service{
 		{Desc: &idempb.Idempotency_ServiceDesc, Impl: cfg.Idempotency},
 		{Desc: &idempb.Admin_ServiceDesc, Impl: cfg.Admin},
 	}, cfg.Unary, cfg.Stream)

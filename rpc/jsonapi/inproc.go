@@ -13,9 +13,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Service is a gRPC service the JSON API serves: its description and the
+// service is a gRPC service the JSON API serves: its description and the
 // implementation registered for it on the gRPC server.
-type Service struct {
+type service struct {
 	Desc *grpc.ServiceDesc
 	Impl any
 }
@@ -45,7 +45,7 @@ type streamMethod struct {
 	desc grpc.StreamDesc
 }
 
-func newInproc(services []Service, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor) *inproc {
+func newInproc(services []service, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor) *inproc {
 	c := &inproc{
 		unary:           map[string]unaryMethod{},
 		streams:         map[string]streamMethod{},
