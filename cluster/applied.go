@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemnode/idemnode/fsm"
 )
@@ -20,9 +19,8 @@ import (
 // goroutine, before they are applied. Linearizable reads wait on it.
 type trackedFSM struct {
 	*fsm.FSM
-	// batchSizes and snapshotTimes observe applies and snapshots (metrics).
-	batchSizes    prometheus.Histogram
-	snapshotTimes prometheus.Histogram
+	// metrics observe applies, snapshots and restores (nil: none).
+	metrics *metrics
 
 	// installs hands Restore the stores InstallSnapshot built; logs is
 	// told what becomes of the log after each (install.go).
@@ -49,8 +47,8 @@ func (t *trackedFSM) Apply(l *raft.Log) interface{} {
 // ApplyBatch applies entries raft hands over together, then wakes waiters.
 func (t *trackedFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	defer t.wake()
-	if t.batchSizes != nil {
-		t.batchSizes.Observe(float64(len(logs)))
+	if t.metrics != nil {
+		t.metrics.applyBatch.Observe(float64(len(logs)))
 	}
 	return t.FSM.ApplyBatch(logs)
 }
@@ -58,16 +56,33 @@ func (t *trackedFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 // Snapshot captures the state; its Persist is timed for the metrics.
 func (t *trackedFSM) Snapshot() (raft.FSMSnapshot, error) {
 	s, err := t.FSM.Snapshot()
-	if err != nil || t.snapshotTimes == nil {
+	if t.metrics == nil {
 		return s, err
 	}
-	return timedSnapshot{FSMSnapshot: s, hist: t.snapshotTimes}, nil
+	if err != nil {
+		t.metrics.snapshotFailures.WithLabelValues(stageCreate).Inc()
+		return s, err
+	}
+	return timedSnapshot{FSMSnapshot: s, metrics: t.metrics}, nil
 }
 
-// Restore replaces the state (with the applied index the snapshot holds):
+// Restore replaces the state and counts the restore or its failure.
+func (t *trackedFSM) Restore(rc io.ReadCloser) error {
+	err := t.restore(rc)
+	if t.metrics != nil {
+		if err != nil {
+			t.metrics.snapshotFailures.WithLabelValues(stageRestore).Inc()
+		} else {
+			t.metrics.restores.Inc()
+		}
+	}
+	return err
+}
+
+// restore replaces the state (with the applied index the snapshot holds):
 // by swapping in the store an InstallSnapshot built (snapstore.go), or by
 // building one from a stream.
-func (t *trackedFSM) Restore(rc io.ReadCloser) error {
+func (t *trackedFSM) restore(rc io.ReadCloser) error {
 	defer t.wake()
 	defer rc.Close()
 	br := bufio.NewReaderSize(rc, 64<<10)

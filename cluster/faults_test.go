@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -143,10 +144,18 @@ func claimOn(t *testing.T, nd *testcluster.Node, key, owner string) *idempb.Clai
 // must be sent a snapshot (InstallSnapshot) and end with the leader's digest.
 func TestRestartAfterSnapshotsCatchesUp(t *testing.T) {
 	t.Parallel()
+	// Each start of a node gets a registry of its own: the restarted
+	// follower's counts its install.
+	var regsMu sync.Mutex
+	regs := map[string]*prometheus.Registry{}
 	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetSnapshot, Tune: func(cfg *cluster.Config) {
 		cfg.SnapshotThreshold = 64
 		cfg.SnapshotInterval = 100 * time.Millisecond
 		cfg.TrailingLogs = 16
+		regsMu.Lock()
+		defer regsMu.Unlock()
+		regs[cfg.NodeID] = prometheus.NewRegistry()
+		cfg.Metrics = regs[cfg.NodeID]
 	}})
 	leader := c.WaitLeader(30 * time.Second)
 	down := followerOf(c, leader)
@@ -182,6 +191,32 @@ func TestRestartAfterSnapshotsCatchesUp(t *testing.T) {
 	if got := down.Node().Status().Records; got != 640 {
 		t.Fatalf("restarted follower holds %d records, want 640 (digest %.12s)", got, digest)
 	}
+	regsMu.Lock()
+	reg := regs[down.ID]
+	regsMu.Unlock()
+	restores, _ := gathered(t, reg, "idemnode_snapshot_restores_total")
+	failures, n := gathered(t, reg, "idemnode_snapshot_failures_total")
+	if restores < 1 || failures != 0 || n != 3 {
+		t.Errorf("restarted follower counted %v restores and %v failures over %d stages, want ≥ 1, 0 and 3", restores, failures, n)
+	}
+}
+
+// gathered sums the values of name's series in reg, and counts them.
+func gathered(t *testing.T, reg *prometheus.Registry, name string) (sum float64, series int) {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				series++
+			}
+		}
+	}
+	return sum, series
 }
 
 // TestJoinAndRemoveFourthNode adds a server with --join (the leader makes it

@@ -13,12 +13,21 @@ import (
 // state machine are read at scrape time (GaugeFunc), so the hot path pays
 // only for the counters and histograms it updates.
 type metrics struct {
-	leaderChanges prometheus.Counter
-	expired       prometheus.Counter
-	applyBatch    prometheus.Histogram
-	snapshot      prometheus.Histogram
-	proposalSize  prometheus.Histogram
+	leaderChanges    prometheus.Counter
+	expired          prometheus.Counter
+	applyBatch       prometheus.Histogram
+	snapshot         prometheus.Histogram
+	snapshotFailures *prometheus.CounterVec
+	restores         prometheus.Counter
+	proposalSize     prometheus.Histogram
 }
+
+// The stages a snapshot can fail in (idemnode_snapshot_failures_total).
+const (
+	stageCreate  = "create"
+	stagePersist = "persist"
+	stageRestore = "restore"
+)
 
 // registerMetrics registers the node's series with reg (nil: none).
 func (n *Node) registerMetrics(reg prometheus.Registerer) {
@@ -31,15 +40,25 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 			Help: "Log entries the state machine applied per batch.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 		snapshot: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "idemnode_snapshot_persist_seconds",
 			Help: "Time to record a Raft snapshot: making the store durable (a memtable flush).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+		snapshotFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idemnode_snapshot_failures_total",
+			Help: "Snapshots that failed, by stage: create (capturing the state), persist (recording it), restore (installing one)."},
+			[]string{"stage"}),
+		restores: prometheus.NewCounter(prometheus.CounterOpts{Name: "idemnode_snapshot_restores_total",
+			Help: "Snapshots this node restored: installed from the leader, or loaded at start."}),
 		proposalSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "idemnode_proposal_commands",
 			Help: "Commands the leader proposed together in one log entry (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
+	}
+	// Every stage exists from the start, so an alert on its increase sees
+	// the first failure rather than a series appearing.
+	for _, stage := range []string{stageCreate, stagePersist, stageRestore} {
+		m.snapshotFailures.WithLabelValues(stage)
 	}
 	n.metrics = m
 	if reg == nil {
 		return
 	}
 	gauges := []prometheus.Collector{
-		m.leaderChanges, m.expired, m.applyBatch, m.snapshot, m.proposalSize,
+		m.leaderChanges, m.expired, m.applyBatch, m.snapshot, m.snapshotFailures, m.restores, m.proposalSize,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_raft_state",
 			Help: "Raft state: 0 follower, 1 candidate, 2 leader, 3 shutdown."},
 			func() float64 { return float64(n.raft.State()) }),
@@ -50,6 +69,13 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_raft_applied_index",
 			Help: "Index of the last log entry the state machine applied."},
 			func() float64 { return float64(n.Machine().Applied()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_raft_last_contact_seconds",
+			Help: "Seconds since this node last heard from a leader; 0 on the leader."}, n.lastContactSeconds),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_raft_voters",
+			Help: "Voters in the Raft configuration this node knows."}, n.voters),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_ready",
+			Help: "1 when the node is ready (as /readyz): a leader is known and what is committed is applied."},
+			func() float64 { return boolGauge(n.Ready() == nil) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_records_pending", Help: "Stored PENDING records."},
 			func() float64 { p, _ := n.Machine().Counts(); return float64(p) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_records_completed", Help: "Stored COMPLETED records."},
@@ -59,19 +85,60 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 		s, _ := n.Machine().Store().(*store.Store)
 		return s
 	}))
+	gauges = append(gauges, newDiskCollector(n.cfg.DataDir))
 	for _, c := range gauges {
 		reg.MustRegister(c)
 	}
 }
 
-// timedSnapshot measures how long Persist takes.
+// lastContactSeconds is the time since a leader last reached this node:
+// 0 on the leader, and since Open on a node that never heard from one.
+func (n *Node) lastContactSeconds() float64 {
+	if n.raft.State() == raft.Leader {
+		return 0
+	}
+	last := n.raft.LastContact()
+	if last.IsZero() {
+		last = n.opened
+	}
+	return time.Since(last).Seconds()
+}
+
+// voters counts the voters of the latest Raft configuration (0 while
+// raft cannot say, e.g. shutting down).
+func (n *Node) voters() float64 {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	count := 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			count++
+		}
+	}
+	return float64(count)
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// timedSnapshot measures how long Persist takes, and counts its failures.
 type timedSnapshot struct {
 	raft.FSMSnapshot
-	hist prometheus.Histogram
+	metrics *metrics
 }
 
 func (s timedSnapshot) Persist(sink raft.SnapshotSink) error {
 	start := time.Now()
-	defer func() { s.hist.Observe(time.Since(start).Seconds()) }()
-	return s.FSMSnapshot.Persist(sink)
+	err := s.FSMSnapshot.Persist(sink)
+	s.metrics.snapshot.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.metrics.snapshotFailures.WithLabelValues(stagePersist).Inc()
+	}
+	return err
 }

@@ -45,6 +45,10 @@ type Node struct {
 	// reads shares leadership confirmations among concurrent reads.
 	reads confirmer
 
+	// opened is when Open ran: the last contact of a node that never
+	// heard from a leader counts from it.
+	opened time.Time
+
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	closeErr error
@@ -68,13 +72,13 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: log, fsm: newTrackedFSM(machine),
+	n := &Node{cfg: cfg, log: log, fsm: newTrackedFSM(machine), opened: time.Now(),
 		leaderNotify: make(chan bool, 16), commits: newCommitter(), stop: make(chan struct{})}
 	n.snaps = newStoreSnapshots(n.Machine)
 	n.fsm.installs = n.snaps
 	n.registerMetrics(cfg.Metrics)
 	n.reads.confirm = n.verifyLeader
-	n.fsm.batchSizes, n.fsm.snapshotTimes = n.metrics.applyBatch, n.metrics.snapshot
+	n.fsm.metrics = n.metrics
 	existing, err := n.openRaft()
 	if err != nil {
 		n.closeStores()

@@ -93,6 +93,19 @@ func (m *Machine) Usage(tenant string) Usage {
 	return m.usage[tenant]
 }
 
+// EachUsage calls fn with every tenant that stores something, as of the
+// last applied command, holding the machine's read lock: fn must be quick
+// and must not call back into the machine.
+func (m *Machine) EachUsage(fn func(tenant string, u Usage)) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for tenant, u := range m.usage {
+		if u.Keys > 0 || u.Bytes > 0 {
+			fn(tenant, u)
+		}
+	}
+}
+
 // quotaFlag is set in the type byte of an encoded Claim or Complete that
 // carries a Quota, which then follows the command's other fields. A command
 // without a quota encodes exactly as before quotas existed, so old log

@@ -35,7 +35,7 @@ func (s *Server) Claim(ctx context.Context, req *idempb.ClaimRequest) (*idempb.C
 	}, (*idempb.ForwardReply).GetClaim, func(ctx context.Context, c idempb.IdempotencyClient) (*idempb.ClaimResponse, error) {
 		return c.Claim(ctx, req)
 	}))
-	s.countClaim(ctx, resp)
+	s.countClaim(ctx, cmd.Key.Tenant, resp)
 	return resp, err
 }
 

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,19 +58,22 @@ func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
 func WithMetrics(m *Metrics, reg prometheus.Registerer) Option {
 	return func(s *Server) {
 		s.metrics = m
+		s.tenantClaims = &tenantClaims{counts: map[string]*atomic.Uint64{}}
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_waits_in_progress",
-			Help: "Calls held waiting on this node."}, func() float64 { total, _ := s.waits.active(""); return float64(total) }))
+			Help: "Calls held waiting on this node."}, func() float64 { total, _ := s.waits.active(""); return float64(total) }),
+			newTenantCollector(s))
 	}
 }
 
 // countClaim counts a claim's answer once, on the node the client called.
-func (s *Server) countClaim(ctx context.Context, resp *idempb.ClaimResponse) {
+func (s *Server) countClaim(ctx context.Context, tenant string, resp *idempb.ClaimResponse) {
 	if s.metrics == nil || resp == nil || isForwarded(ctx) {
 		return
 	}
 	if c, ok := s.metrics.claimsBy[resp.Outcome]; ok {
 		c.Inc()
 	}
+	s.tenantClaims.inc(tenant)
 }
 
 // countForward counts a call forwarded to the leader, by its method.

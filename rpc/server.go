@@ -62,6 +62,8 @@ type Server struct {
 	// waits counts the calls held waiting, for the wait caps of Limits.
 	waits   waitCounter
 	metrics *Metrics // nil: no metrics
+	// tenantClaims counts claims by tenant for the metrics (with metrics only).
+	tenantClaims *tenantClaims
 	// closing is closed by Shutdown; forwarding streams and waits end on it.
 	closing   chan struct{}
 	closeOnce sync.Once

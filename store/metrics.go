@@ -25,6 +25,8 @@ var collected = []struct {
 		func(m *pebble.Metrics) float64 { return float64(m.Flush.Count) }},
 	{"idemnode_store_l0_files", "Files in level 0: many of them slow reads down.", false,
 		func(m *pebble.Metrics) float64 { return float64(m.Levels[0].TablesCount) }},
+	{"idemnode_store_compaction_debt_bytes", "Bytes compactions estimate they must still rewrite to reach a healthy shape.", false,
+		func(m *pebble.Metrics) float64 { return float64(m.Compact.EstimatedDebt) }},
 	{"idemnode_store_read_amplification", "Sorted runs a read may have to look in.", false,
 		func(m *pebble.Metrics) float64 { return float64(m.ReadAmp()) }},
 	{"idemnode_store_block_cache_bytes", "Bytes in the block cache.", false,

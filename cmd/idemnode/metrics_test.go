@@ -62,6 +62,14 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 		`idemnode_waits_in_progress`:                                       0,
 		`idemnode_rpc_duration_seconds_count{code="OK",method="Claim"}`:    6,
 		`idemnode_rpc_duration_seconds_count{code="OK",method="Complete"}`: 1,
+		`idemnode_ready`:                                                   1,
+		`idemnode_raft_voters`:                                             1,
+		`idemnode_raft_last_contact_seconds`:                               0, // the leader
+		`idemnode_tenant_claims_total{tenant=""}`:                          6, // the default tenant
+		`idemnode_tenant_quota_keys`:                                       0,
+		`idemnode_snapshot_failures_total{stage="create"}`:                 0,
+		`idemnode_snapshot_failures_total{stage="persist"}`:                0,
+		`idemnode_snapshot_failures_total{stage="restore"}`:                0,
 	}
 	for series, v := range want {
 		if got, ok := m[series]; !ok || got != v {
@@ -73,6 +81,9 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 	}
 	if m["idemnode_leader_changes_total"] < 1 || m["idemnode_raft_term"] < 1 {
 		t.Errorf("leader changes %v, term %v", m["idemnode_leader_changes_total"], m["idemnode_raft_term"])
+	}
+	if free, size := m["idemnode_disk_free_bytes"], m["idemnode_disk_size_bytes"]; free <= 0 || free > size {
+		t.Errorf("disk free %v of %v bytes", free, size)
 	}
 	if m["idemnode_fsm_apply_batch_entries_count"] < 1 {
 		t.Errorf("no FSM apply batches observed")

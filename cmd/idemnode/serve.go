@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/internal/tlsconfig"
 	"github.com/idemnode/idemnode/rpc"
 	"github.com/idemnode/idemnode/rpc/jsonapi"
 	"github.com/idemnode/idemnode/store"
@@ -219,6 +220,9 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if sec.node != nil {
+		reg.MustRegister(tlsconfig.NewExpiryCollector(sec.node))
+	}
 	if err := cluster.ExportRaftMetrics(reg); err != nil {
 		grpcLn.Close()
 		return runtimeError{err}

@@ -35,15 +35,21 @@ type Pair struct {
 
 var serial atomic.Int64
 
-// NewCA makes a self-signed CA named name.
+// NewCA makes a self-signed CA named name, valid for a day.
 func NewCA(t testing.TB, name string) *CA {
+	t.Helper()
+	return NewCAUntil(t, name, time.Now().Add(24*time.Hour))
+}
+
+// NewCAUntil makes a self-signed CA named name, valid until notAfter.
+func NewCAUntil(t testing.TB, name string, notAfter time.Time) *CA {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(serial.Add(1)),
 		Subject:               pkix.Name{CommonName: name},
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotAfter:              notAfter,
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,

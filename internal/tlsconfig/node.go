@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 )
 
 // PeerServerName is the TLS server name a node sends when it dials another
@@ -44,8 +45,8 @@ type NodeFiles struct {
 type Node struct {
 	api      *reloading[*tls.Certificate]
 	peer     *reloading[*tls.Certificate]
-	clientCA *reloading[*x509.CertPool]
-	peerCA   *reloading[*x509.CertPool]
+	clientCA *reloading[*caPool]
+	peerCA   *reloading[*caPool]
 }
 
 // LoadNode reads every file named in f. f must name the API certificate
@@ -81,7 +82,7 @@ func LoadNode(f NodeFiles, log *slog.Logger) (*Node, error) {
 			return nil, err
 		}
 	}
-	if err := verifyPeer(n.peer.get(), n.peerCA.get(), x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth); err != nil {
+	if err := verifyPeer(n.peer.get(), n.peerCA.get().pool, x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth); err != nil {
 		return nil, fmt.Errorf("peer certificate %s: %w", f.PeerCert, err)
 	}
 	return n, nil
@@ -134,14 +135,14 @@ func (n *Node) JSONServer() *tls.Config {
 func (n *Node) apiServer() *tls.Config {
 	c := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}, GetCertificate: current(n.api)}
 	if n.clientCA != nil {
-		c.ClientAuth, c.ClientCAs = tls.RequireAndVerifyClientCert, n.clientCA.get()
+		c.ClientAuth, c.ClientCAs = tls.RequireAndVerifyClientCert, n.clientCA.get().pool
 	}
 	return c
 }
 
 func (n *Node) peerServer(protos []string) *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: protos, GetCertificate: current(n.peer),
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: n.peerCA.get()}
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: n.peerCA.get().pool}
 }
 
 // PeerServer is the configuration of the Raft listener: mutual TLS with
@@ -173,7 +174,7 @@ func (n *Node) PeerClient() *tls.Config {
 			if len(cs.PeerCertificates) == 0 {
 				return errors.New("peer presented no certificate")
 			}
-			opts := x509.VerifyOptions{Roots: n.peerCA.get(), Intermediates: x509.NewCertPool(),
+			opts := x509.VerifyOptions{Roots: n.peerCA.get().pool, Intermediates: x509.NewCertPool(),
 				KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 			for _, c := range cs.PeerCertificates[1:] {
 				opts.Intermediates.AddCert(c)
@@ -222,17 +223,24 @@ func loadKeyPair(what string, log *slog.Logger, certFile, keyFile string) (*relo
 	}, certFile, keyFile)
 }
 
-func loadPool(what string, log *slog.Logger, file string) (*reloading[*x509.CertPool], error) {
-	return newReloading(what, log, func() (*x509.CertPool, error) {
+// caPool is a CA file's certificates, and the earliest time one expires.
+type caPool struct {
+	pool     *x509.CertPool
+	notAfter time.Time
+}
+
+func loadPool(what string, log *slog.Logger, file string) (*reloading[*caPool], error) {
+	return newReloading(what, log, func() (*caPool, error) {
 		certs, err := readCerts(file)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		pool := x509.NewCertPool()
+		p := &caPool{pool: x509.NewCertPool()}
 		for _, c := range certs {
-			pool.AddCert(c)
+			p.pool.AddCert(c)
+			p.notAfter = earliest(p.notAfter, c.NotAfter)
 		}
-		return pool, nil
+		return p, nil
 	}, file)
 }
 
