@@ -346,6 +346,9 @@ func TestOptionalParts(t *testing.T) {
 	if sm.Labels["release"] != "prom" || len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Path != "/metrics" {
 		t.Errorf("ServiceMonitor: %+v", sm)
 	}
+	if r := sm.Spec.Endpoints[0].Relabelings; len(r) != 1 || r[0].TargetLabel != "job" || r[0].Replacement != "idemnode" {
+		t.Errorf("ServiceMonitor relabelings %+v, want job=idemnode (the alert rules and dashboard select it)", r)
+	}
 	h := m.services[headless]
 	if !selects(t, &sm.Spec.Selector, h.Labels) || selects(t, &sm.Spec.Selector, m.services[fullname].Labels) {
 		t.Error("ServiceMonitor must select the headless Service (every pod, ready or not) and only it")

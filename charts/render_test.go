@@ -65,6 +65,9 @@ type manifests struct {
 	pdb        *policyv1.PodDisruptionBudget
 	sa         *corev1.ServiceAccount
 	monitor    *serviceMonitor
+	rule       *prometheusRule
+	// dashboard is the Grafana dashboard's ConfigMap (grafanaDashboard).
+	dashboard  *corev1.ConfigMap
 	kinds      []string
 	renderArgs []string
 }
@@ -86,8 +89,36 @@ type serviceMonitor struct {
 			Scheme        string `json:"scheme"`
 			Interval      string `json:"interval"`
 			ScrapeTimeout string `json:"scrapeTimeout"`
+			Relabelings   []struct {
+				TargetLabel string `json:"targetLabel"`
+				Replacement string `json:"replacement"`
+			} `json:"relabelings"`
 		} `json:"endpoints"`
 	} `json:"spec"`
+}
+
+// prometheusRule is the Prometheus Operator's monitoring.coreos.com/v1
+// PrometheusRule, as far as a rules file fills it; decoding is strict.
+type prometheusRule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              ruleFile `json:"spec"`
+}
+
+// ruleFile is a Prometheus rules file: what PrometheusRule's spec holds.
+type ruleFile struct {
+	Groups []struct {
+		Name     string `json:"name"`
+		Interval string `json:"interval,omitempty"`
+		Rules    []struct {
+			Alert       string            `json:"alert,omitempty"`
+			Record      string            `json:"record,omitempty"`
+			Expr        string            `json:"expr"`
+			For         string            `json:"for,omitempty"`
+			Labels      map[string]string `json:"labels,omitempty"`
+			Annotations map[string]string `json:"annotations,omitempty"`
+		} `json:"rules"`
+	} `json:"groups"`
 }
 
 // helmTemplate runs helm template with --set pairs and returns its output.
@@ -138,6 +169,7 @@ func render(t *testing.T, set ...string) *manifests {
 		want := map[string]string{
 			"StatefulSet": "apps/v1", "Service": "v1", "ConfigMap": "v1", "ServiceAccount": "v1",
 			"PodDisruptionBudget": "policy/v1", "ServiceMonitor": "monitoring.coreos.com/v1",
+			"PrometheusRule": "monitoring.coreos.com/v1",
 		}[tm.Kind]
 		if want == "" || tm.APIVersion != want {
 			t.Fatalf("%v: unexpected %s %s", set, tm.APIVersion, tm.Kind)
@@ -160,15 +192,22 @@ func render(t *testing.T, set ...string) *manifests {
 		case "ServiceMonitor":
 			m.monitor = &serviceMonitor{}
 			obj = m.monitor
+		case "PrometheusRule":
+			m.rule = &prometheusRule{}
+			obj = m.rule
 		}
 		strictDecode(t, js, obj)
 		if s, ok := obj.(*corev1.Service); ok {
 			m.services[s.Name] = s
 		}
 		if cm, ok := obj.(*corev1.ConfigMap); ok {
-			if cm.Name == fullname+"-proxy-sidecar" {
+			switch cm.Name {
+			case fullname + "-proxy-sidecar":
 				m.sidecar = cm
-			} else {
+			case fullname + "-dashboard":
+				m.dashboard = cm
+				continue // grafanaDashboard.namespace may place it elsewhere
+			default:
 				m.configMap = cm
 			}
 		}

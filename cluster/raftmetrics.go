@@ -58,8 +58,11 @@ func newRaftTimings() *raftTimings {
 		if peer {
 			labels = []string{"peer"}
 		}
-		return raftTiming{key: key, peer: peer, hist: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: name, Help: help, Buckets: buckets}, labels)}
+		hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+		if !peer {
+			hist.WithLabelValues() // exported from the start, before raft's first sample
+		}
+		return raftTiming{key: key, peer: peer, hist: hist}
 	}
 	return &raftTimings{timings: []raftTiming{
 		timing("idemnode_raft_commit_seconds",

@@ -9,6 +9,9 @@
 # stop, kill and start are for trying failover by hand, e.g.
 #   scripts/cluster.sh kill 1; ./idemnode claim --addr 127.0.0.11:7400,127.0.0.12:7400 --key k
 # Data and logs live under ./idemnode-cluster/ (IDEMNODE_CLUSTER_DIR overrides).
+# IDEMNODE_SERVE_ARGS adds flags to every node's serve command line, e.g.
+#   IDEMNODE_SERVE_ARGS="--tenant-max-keys 100000" scripts/cluster.sh up
+# scripts/observe.sh runs a Prometheus against the cluster, with the alert rules.
 # The nodes run with --insecure: plaintext, on loopback only (docs/SECURITY.md
 # shows a cluster with TLS).
 set -euo pipefail
@@ -35,7 +38,7 @@ start_node() {
 	# Every node runs the same command line but for its own addresses.
 	nohup "$bin" serve --node-id "node$i" --data-dir "$dir/node$i/data" \
 		--grpc-addr "$ip:7400" --raft-addr "$ip:7401" --gossip-addr "$ip:7402" --http-addr "$ip:7403" --api-addr "$ip:7404" \
-		--bootstrap-expect "$n" ${peers:+--join "$peers"} --insecure \
+		--bootstrap-expect "$n" ${peers:+--join "$peers"} --insecure ${IDEMNODE_SERVE_ARGS:-} \
 		>>"$dir/node$i/log" 2>&1 &
 	echo $! >"$dir/node$i/pid"
 }
@@ -75,6 +78,13 @@ up() {
 	if compgen -G "$dir/node*/pid" >/dev/null; then
 		echo "cluster.sh: a cluster is already running under $dir (scripts/cluster.sh down first)" >&2; exit 1
 	fi
+	# Another cluster on these addresses (of another IDEMNODE_CLUSTER_DIR)
+	# would answer the leader check below for this one.
+	for i in $(seq 1 "$n"); do
+		if (exec 3<>"/dev/tcp/$(ip_of "$i")/7400") 2>/dev/null; then
+			echo "cluster.sh: something already listens on $(ip_of "$i"):7400 (another cluster.sh cluster?)" >&2; exit 1
+		fi
+	done
 	mkdir -p "$dir/bin"
 	go build -o "$bin" ./cmd/idemnode
 	echo "$n" >"$dir/size"

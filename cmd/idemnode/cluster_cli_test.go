@@ -9,9 +9,9 @@ import (
 )
 
 // mustCluster starts three plaintext servers that form one cluster
-// (--bootstrap-expect 3, each joining the others) and waits until every
-// one is ready.
-func mustCluster(t *testing.T) []*server {
+// (--bootstrap-expect 3, each joining the others), with extra added to
+// their serve flags, and waits until every one is ready.
+func mustCluster(t *testing.T, extra ...string) []*server {
 	t.Helper()
 	nodes := make([]*server, 3)
 	for i := range nodes {
@@ -25,7 +25,7 @@ func mustCluster(t *testing.T) []*server {
 				join = append(join, o.gossip)
 			}
 		}
-		n.serveFlags = []string{"--insecure", "--bootstrap-expect", "3", "--join", strings.Join(join, ","), "--gossip-profile", "local"}
+		n.serveFlags = append([]string{"--insecure", "--bootstrap-expect", "3", "--join", strings.Join(join, ","), "--gossip-profile", "local"}, extra...)
 		n.launch()
 	}
 	for _, n := range nodes {

@@ -1,0 +1,472 @@
+package charts_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"sigs.k8s.io/yaml"
+
+	"github.com/idemnode/idemnode/rpc/idempb"
+)
+
+// The local cluster and Prometheus of scripts/cluster.sh and
+// scripts/observe.sh: the node addresses are cluster.sh's, the Prometheus
+// port is this test's own.
+const (
+	promAddr        = "127.0.0.1:19391"
+	observeInterval = time.Second
+	// The variables the dashboard's queries use, as observe.sh labels the
+	// targets; $__rate_interval as Grafana would make it of a 15 s scrape.
+	dashCluster, dashNamespace, dashRateInterval = "local", "idemnode-local", "1m"
+)
+
+// dashboardWithoutData are the panels whose feature this test does not
+// turn on, so their queries may come back empty.
+var dashboardWithoutData = map[string]string{
+	"Certificate expiry": "the nodes run without TLS (the series is checked in cmd/idemnode's TLS metrics test)",
+}
+
+// needPrometheus finds the prometheus and promtool binaries, or skips; CI
+// sets IDEMNODE_REQUIRE_PROMETHEUS=1 so a missing install fails instead.
+func needPrometheus(t *testing.T, bins ...string) {
+	t.Helper()
+	for _, b := range bins {
+		if _, err := exec.LookPath(b); err != nil {
+			if os.Getenv("IDEMNODE_REQUIRE_PROMETHEUS") == "1" {
+				t.Fatalf("%s not found and IDEMNODE_REQUIRE_PROMETHEUS=1", b)
+			}
+			t.Skipf("%s not found: apt-get install --no-install-recommends prometheus (.ci/run does as root)", b)
+		}
+	}
+}
+
+// TestAlertRulesWithPromtool: Prometheus's own checker accepts the rules,
+// and their unit tests (alerts_test.yaml: each alert fires on one series
+// and stays silent on another) pass.
+func TestAlertRulesWithPromtool(t *testing.T) {
+	needPrometheus(t, "promtool")
+	for _, args := range [][]string{
+		{"check", "rules", "idemnode/files/alerts.yaml"},
+		{"test", "rules", "idemnode/files/alerts_test.yaml"},
+	} {
+		out, err := exec.Command("promtool", args...).CombinedOutput()
+		if err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// TestObservabilityAgainstRealPrometheus starts scripts/cluster.sh's three
+// nodes and scripts/observe.sh's Prometheus with the alert rules, runs a
+// workload, and checks through Prometheus's HTTP API that every
+// dashboard query returns data and every alert expression evaluates; then
+// that killing the leader registers in the flapping expression, and that
+// stopping two of the three nodes fires IdemnodeNoLeader in time.
+func TestObservabilityAgainstRealPrometheus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts a cluster and Prometheus, about 2 minutes")
+	}
+	needPrometheus(t, "prometheus")
+	o := startObserved(t)
+	// Prometheus applies its targets a few seconds after it starts: wait
+	// for scrapes of all three, run the workload, then let a few more
+	// scrapes see it.
+	o.waitFor(t, time.Minute, "three targets scraped five times", func() error {
+		if n := o.scalar(t, `count(count_over_time(up{job="idemnode"}[1m]) >= 5)`); n != 3 {
+			return fmt.Errorf("%v targets with five scrapes", n)
+		}
+		return nil
+	})
+	o.workload()
+	time.Sleep(5 * observeInterval)
+
+	checkDashboardQueries(t, o)
+	rules := loadAlertRules(t)
+	for _, r := range rules {
+		if _, err := o.query(r.Expr); err != nil {
+			t.Errorf("alert %s: %v", r.Alert, err)
+		}
+	}
+
+	flapping := ruleNamed(t, rules, "IdemnodeLeaderFlapping")
+	before := o.scalar(t, withoutThreshold(t, flapping.Expr))
+	leader := o.leaderNode(t)
+	o.script("cluster.sh", "kill", leader)
+	o.waitFor(t, 60*time.Second, "the flapping expression to register the new leader", func() error {
+		if v := o.scalar(t, withoutThreshold(t, flapping.Expr)); v <= before {
+			return fmt.Errorf("flapping expression %v, was %v before the kill", v, before)
+		}
+		return nil
+	})
+	o.script("cluster.sh", "start", leader)
+
+	noLeader := ruleNamed(t, rules, "IdemnodeNoLeader")
+	wait, err := time.ParseDuration(noLeader.For)
+	if err != nil {
+		t.Fatalf("IdemnodeNoLeader for %q: %v", noLeader.For, err)
+	}
+	o.waitFor(t, 60*time.Second, "all three nodes ready", func() error { return o.allReady() })
+	o.script("cluster.sh", "stop", "1")
+	o.script("cluster.sh", "stop", "2")
+	stopped := time.Now()
+	// Within its for window, plus a few scrapes for the stale series and
+	// the evaluations that see it, plus the election timeout of the node
+	// left behind.
+	budget := wait + 10*observeInterval + 10*time.Second
+	o.waitFor(t, budget, "IdemnodeNoLeader firing", func() error { return o.alertFiring("IdemnodeNoLeader") })
+	t.Logf("IdemnodeNoLeader fired %s after two of three nodes stopped (for: %s)", time.Since(stopped).Round(time.Second), noLeader.For)
+}
+
+// observed is a running cluster.sh cluster and observe.sh Prometheus.
+type observed struct {
+	t    *testing.T
+	root string // the repository
+	env  []string
+	bin  string // the cluster's idemnode binary
+}
+
+func startObserved(t *testing.T) *observed {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	o := &observed{t: t, root: root, bin: filepath.Join(dir, "bin", "idemnode"), env: append(os.Environ(),
+		"IDEMNODE_CLUSTER_DIR="+dir,
+		"IDEMNODE_SERVE_ARGS=--tenant-max-keys 100000 --tenant-max-bytes 100000000",
+		"IDEMNODE_PROMETHEUS_ADDR="+promAddr,
+		"IDEMNODE_OBSERVE_INTERVAL="+observeInterval.String())}
+	t.Cleanup(func() {
+		o.scriptQuiet("observe.sh", "down")
+		o.scriptQuiet("cluster.sh", "down")
+	})
+	o.script("cluster.sh", "up")
+	o.script("observe.sh", "up")
+	return o
+}
+
+func (o *observed) run(name string, args ...string) ([]byte, error) {
+	cmd := exec.Command(filepath.Join(o.root, "scripts", name), args...)
+	cmd.Dir, cmd.Env = o.root, o.env
+	return cmd.CombinedOutput()
+}
+
+func (o *observed) script(name string, args ...string) {
+	o.t.Helper()
+	if out, err := o.run(name, args...); err != nil {
+		o.t.Fatalf("scripts/%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+func (o *observed) scriptQuiet(name string, args ...string) {
+	if out, err := o.run(name, args...); err != nil {
+		o.t.Logf("scripts/%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// nodeAddr is cluster.sh's gRPC address of node i (1-based).
+func nodeAddr(i int) string { return fmt.Sprintf("127.0.0.%d:7400", 10+i) }
+
+// workload claims keys of three tenants on each node (followers forward),
+// completes some, and asks again for some, so every outcome a panel
+// shows has a count.
+func (o *observed) workload() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := 1; i <= 3; i++ {
+		conn, err := grpc.NewClient(nodeAddr(i), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			o.t.Fatal(err)
+		}
+		api := idempb.NewIdempotencyClient(conn)
+		for k := range 30 {
+			id := &idempb.RecordId{Tenant: fmt.Sprintf("tenant-%d", k%3), Key: fmt.Sprintf("n%d-k%d", i, k)}
+			won, err := api.Claim(ctx, &idempb.ClaimRequest{Id: id, Owner: "observe", Fingerprint: []byte{1}})
+			if err != nil {
+				o.t.Fatalf("claim on node %d: %v", i, err)
+			}
+			if k%2 == 0 {
+				_, err = api.Complete(ctx, &idempb.CompleteRequest{Id: id, Token: won.Token,
+					Response: &idempb.Response{Status: 200, Body: []byte("ok")}})
+			} else {
+				_, err = api.Claim(ctx, &idempb.ClaimRequest{Id: id, Owner: "again", Fingerprint: []byte{1}})
+			}
+			if err != nil {
+				o.t.Fatalf("node %d: %v", i, err)
+			}
+		}
+		conn.Close()
+	}
+}
+
+func (o *observed) waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s: %v", timeout, what, err)
+		}
+		time.Sleep(observeInterval / 2)
+	}
+}
+
+// promResult is one sample of an instant query's vector.
+type promResult struct {
+	Metric map[string]string `json:"metric"`
+	Value  [2]any            `json:"value"`
+}
+
+// query evaluates expr now and returns its samples (a scalar as one).
+func (o *observed) query(expr string) ([]promResult, error) {
+	var body struct {
+		Status, Error string
+		Data          struct {
+			ResultType string          `json:"resultType"`
+			Result     json.RawMessage `json:"result"`
+		}
+	}
+	if err := o.getJSON("/api/v1/query?query="+url.QueryEscape(expr), &body); err != nil {
+		return nil, err
+	}
+	if body.Status != "success" {
+		return nil, fmt.Errorf("%s: %s", expr, body.Error)
+	}
+	if body.Data.ResultType == "scalar" {
+		var v [2]any
+		err := json.Unmarshal(body.Data.Result, &v)
+		return []promResult{{Value: v}}, err
+	}
+	var out []promResult
+	err := json.Unmarshal(body.Data.Result, &out)
+	return out, err
+}
+
+// scalar is the value of a query that returns one sample (0 for none).
+func (o *observed) scalar(t *testing.T, expr string) float64 {
+	t.Helper()
+	res, err := o.query(expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) == 0 {
+		return 0
+	}
+	var v float64
+	fmt.Sscan(fmt.Sprint(res[0].Value[1]), &v)
+	return v
+}
+
+func (o *observed) getJSON(path string, v any) error {
+	resp, err := http.Get("http://" + promAddr + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %s: %w", path, b, err)
+	}
+	return nil
+}
+
+// leaderNode is the number (as cluster.sh counts) of the node Prometheus
+// last saw leading.
+func (o *observed) leaderNode(t *testing.T) string {
+	t.Helper()
+	res, err := o.query(`idemnode_raft_state{job="idemnode"} == 2`)
+	if err != nil || len(res) != 1 {
+		t.Fatalf("leader per Prometheus: %v %v", res, err)
+	}
+	host, _, _ := strings.Cut(res[0].Metric["instance"], ":")
+	return strings.TrimPrefix(host, "127.0.0.1") // 127.0.0.1N
+}
+
+// allReady is nil once Prometheus saw every node ready.
+func (o *observed) allReady() error {
+	res, err := o.query(`sum(idemnode_ready{job="idemnode"})`)
+	if err != nil {
+		return err
+	}
+	if len(res) != 1 || fmt.Sprint(res[0].Value[1]) != "3" {
+		return fmt.Errorf("ready nodes: %v", res)
+	}
+	return nil
+}
+
+// alertFiring is nil once the alert named is firing.
+func (o *observed) alertFiring(name string) error {
+	var body struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	if err := o.getJSON("/api/v1/alerts", &body); err != nil {
+		return err
+	}
+	var states []string
+	for _, a := range body.Data.Alerts {
+		if a.Labels["alertname"] == name && a.State == "firing" {
+			return nil
+		}
+		states = append(states, a.Labels["alertname"]+"="+a.State)
+	}
+	return fmt.Errorf("%s not firing; alerts now: %v", name, states)
+}
+
+// alertRule is one rule of alerts.yaml.
+type alertRule struct {
+	Alert string `json:"alert"`
+	Expr  string `json:"expr"`
+	For   string `json:"for"`
+}
+
+func loadAlertRules(t *testing.T) []alertRule {
+	t.Helper()
+	b, err := os.ReadFile("idemnode/files/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Groups []struct {
+			Rules []alertRule `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		t.Fatalf("alerts.yaml: %v", err)
+	}
+	var rules []alertRule
+	for _, g := range file.Groups {
+		rules = append(rules, g.Rules...)
+	}
+	if len(rules) == 0 {
+		t.Fatal("alerts.yaml holds no rules")
+	}
+	return rules
+}
+
+func ruleNamed(t *testing.T, rules []alertRule, name string) alertRule {
+	t.Helper()
+	for _, r := range rules {
+		if r.Alert == name {
+			return r
+		}
+	}
+	t.Fatalf("alerts.yaml has no alert %s", name)
+	return alertRule{}
+}
+
+// withoutThreshold drops an expression's final comparison with a number.
+func withoutThreshold(t *testing.T, expr string) string {
+	t.Helper()
+	m := regexp.MustCompile(`^(.*\S)\s*>\s*[0-9.e+]+\s*$`).FindStringSubmatch(strings.TrimSpace(expr))
+	if m == nil {
+		t.Fatalf("expression %q does not end in a comparison with a number", expr)
+	}
+	return m[1]
+}
+
+// dashboardPanel is a panel of dashboard.json, rows' nested ones included.
+type dashboardPanel struct {
+	Title   string           `json:"title"`
+	Type    string           `json:"type"`
+	Panels  []dashboardPanel `json:"panels"`
+	Targets []struct {
+		Expr  string `json:"expr"`
+		RefID string `json:"refId"`
+	} `json:"targets"`
+}
+
+func dashboardPanels(t *testing.T) []dashboardPanel {
+	t.Helper()
+	b, err := os.ReadFile("idemnode/files/dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []dashboardPanel `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("dashboard.json: %v", err)
+	}
+	var out []dashboardPanel
+	var walk func([]dashboardPanel)
+	walk = func(ps []dashboardPanel) {
+		for _, p := range ps {
+			out = append(out, p)
+			walk(p.Panels)
+		}
+	}
+	walk(d.Panels)
+	return out
+}
+
+// checkDashboardQueries evaluates every target of every panel with the
+// variables substituted: each must succeed, and each panel must show data
+// unless it is listed in dashboardWithoutData.
+func checkDashboardQueries(t *testing.T, o *observed) {
+	t.Helper()
+	vars := strings.NewReplacer("$__rate_interval", dashRateInterval, "$cluster", dashCluster, "$namespace", dashNamespace)
+	queries := 0
+	for _, p := range dashboardPanels(t) {
+		withData := 0
+		for _, target := range p.Targets {
+			if target.Expr == "" {
+				continue
+			}
+			queries++
+			expr := vars.Replace(target.Expr)
+			if strings.Contains(expr, "$") {
+				t.Errorf("panel %q %s: a variable the test does not know: %s", p.Title, target.RefID, expr)
+				continue
+			}
+			res, err := o.query(expr)
+			if err != nil {
+				t.Errorf("panel %q %s: %v", p.Title, target.RefID, err)
+				continue
+			}
+			if len(res) > 0 {
+				withData++
+			}
+		}
+		_, exempt := dashboardWithoutData[p.Title]
+		switch {
+		case len(p.Targets) > 0 && withData == 0 && !exempt:
+			t.Errorf("panel %q: no query returned data", p.Title)
+		case withData > 0 && exempt:
+			t.Errorf("panel %q is listed as without data, but has some: drop it from the list", p.Title)
+		}
+	}
+	if queries < 30 {
+		t.Errorf("only %d dashboard queries found", queries)
+	}
+	// The cluster and namespace variables' values, as Grafana's
+	// label_values() would list them.
+	res, err := o.query(`count by (cluster, namespace) (idemnode_raft_state)`)
+	if err != nil || len(res) != 1 || res[0].Metric["cluster"] != dashCluster || res[0].Metric["namespace"] != dashNamespace {
+		t.Errorf("cluster/namespace values: %v %v", res, err)
+	}
+	t.Logf("%d dashboard queries evaluated", queries)
+}
