@@ -61,11 +61,11 @@ type manifests struct {
 	services  map[string]*corev1.Service
 	configMap *corev1.ConfigMap
 	// sidecar is the proxy sidecar's ConfigMap (proxySidecar.render).
-	sidecar    *corev1.ConfigMap
-	pdb        *policyv1.PodDisruptionBudget
-	sa         *corev1.ServiceAccount
-	monitor    *serviceMonitor
-	rule       *prometheusRule
+	sidecar *corev1.ConfigMap
+	pdb     *policyv1.PodDisruptionBudget
+	sa      *corev1.ServiceAccount
+	monitor *serviceMonitor
+	rule    *prometheusRule
 	// dashboard is the Grafana dashboard's ConfigMap (grafanaDashboard).
 	dashboard  *corev1.ConfigMap
 	kinds      []string
