@@ -35,6 +35,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Calls this node forwarded to the leader, by method."}, []string{"method"}),
 	}
 	reg.MustRegister(m.duration, m.claims, m.forwarded)
+	// The idempotency methods' series exist from the start (successes, and
+	// forwards), so rates and ratios over them read 0 rather than nothing
+	// before the first call; other codes appear with their first call.
+	for _, md := range idempb.Idempotency_ServiceDesc.Methods {
+		m.duration.WithLabelValues(md.MethodName, "OK")
+		m.forwarded.WithLabelValues(md.MethodName)
+	}
 	m.claimsBy = map[idempb.Outcome]prometheus.Counter{}
 	for v, name := range idempb.Outcome_name {
 		m.claimsBy[idempb.Outcome(v)] = m.claims.WithLabelValues(strings.ToLower(strings.TrimPrefix(name, "OUTCOME_")))
