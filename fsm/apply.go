@@ -68,6 +68,7 @@ func (t *tx) applyComplete(c *Command) Result {
 	done.State = StateCompleted
 	done.CompletedAt = t.meta.Now
 	done.LeaseExpiresAt = 0
+	done.Checkpoint = nil // the operation is done: nothing is left to resume
 	done.Response = c.Response
 	if done.Response == nil {
 		done.Response = &Response{}
@@ -106,6 +107,35 @@ func (t *tx) applyExtend(c *Command) Result {
 	ext.ExpiresAt = max(r.ExpiresAt, ext.LeaseExpiresAt)
 	t.put(&ext)
 	return Result{Outcome: OutcomeOK, Record: &ext}
+}
+
+// applyCheckpoint stores the holder's recovery point. Like Complete it is
+// fenced by the token, and a retry of the same point with the same data is
+// OK; the same point with other data is a MISMATCH (the step is recorded as
+// done with what it produced), and another point replaces the previous one.
+func (t *tx) applyCheckpoint(c *Command) Result {
+	cp := c.Checkpoint
+	if cp == nil {
+		cp = &Checkpoint{} // as it decodes
+	}
+	r, ok := t.live(c.Key)
+	switch {
+	case !ok:
+		return Result{Outcome: OutcomeNotFound}
+	case r.Token != c.Token || r.State != StatePending:
+		return Result{Outcome: OutcomeFenced}
+	case r.Checkpoint != nil && r.Checkpoint.Point == cp.Point && bytes.Equal(r.Checkpoint.Data, cp.Data):
+		return Result{Outcome: OutcomeOK, Record: r}
+	case r.Checkpoint != nil && r.Checkpoint.Point == cp.Point:
+		return Result{Outcome: OutcomeMismatch}
+	}
+	next := *r
+	next.Checkpoint = &Checkpoint{Point: cp.Point, Data: cp.Data}
+	if q := t.admit(c.Quota, &next); q != QuotaNone {
+		return Result{Outcome: OutcomeQuotaExceeded, Exceeded: q}
+	}
+	t.put(&next)
+	return Result{Outcome: OutcomeOK, Record: &next}
 }
 
 // applyExpire deletes up to Limit records whose TTL ended, oldest first; the

@@ -167,6 +167,48 @@ var applyCases = []applyCase{
 	{name: "extend/absent is not found", cmd: extend("k", tok(1), 60*sec, at(1)), want: OutcomeNotFound},
 	{name: "extend/past TTL is not found", setup: shortTTL,
 		cmd: extend("k", tok(1), 60*sec, at(60)), want: OutcomeNotFound},
+
+	// Checkpoint.
+	{name: "checkpoint/holder stores a recovery point", setup: claimed,
+		cmd: checkpoint("k", tok(1), "charged", "ch_1", at(5)), want: OutcomeOK, rec: atCharged()},
+	{name: "checkpoint/retried with the same data is ok", setup: chargedStep,
+		cmd: checkpoint("k", tok(1), "charged", "ch_1", at(6)), want: OutcomeOK, rec: atCharged()},
+	{name: "checkpoint/same point with other data is mismatch", setup: chargedStep,
+		cmd: checkpoint("k", tok(1), "charged", "ch_2", at(6)), want: OutcomeMismatch, after: wantStored(atCharged())},
+	{name: "checkpoint/a new point replaces the previous one", setup: chargedStep,
+		cmd: checkpoint("k", tok(1), "receipt-sent", "", at(6)), want: OutcomeOK,
+		rec: rec(func(r *Record) { r.Checkpoint = &Checkpoint{Point: "receipt-sent"} })},
+	{name: "checkpoint/holder after lease lapsed without takeover", setup: claimed,
+		cmd: checkpoint("k", tok(1), "charged", "ch_1", at(40)), want: OutcomeOK, rec: atCharged()},
+	{name: "checkpoint/other token is fenced", setup: claimed,
+		cmd: checkpoint("k", tok(9), "charged", "ch_1", at(5)), want: OutcomeFenced, after: wantStored(base())},
+	{name: "checkpoint/stale holder after takeover is fenced", setup: takenOver,
+		cmd: checkpoint("k", tok(1), "charged", "ch_1", at(32)), want: OutcomeFenced},
+	{name: "checkpoint/completed is fenced", setup: completed,
+		cmd: checkpoint("k", tok(1), "charged", "ch_1", at(2)), want: OutcomeFenced, after: wantStored(done())},
+	{name: "checkpoint/absent is not found", cmd: checkpoint("k", tok(1), "charged", "", at(1)), want: OutcomeNotFound},
+	{name: "checkpoint/past TTL is not found", setup: shortTTL,
+		cmd: checkpoint("k", tok(1), "charged", "", at(60)), want: OutcomeNotFound},
+	{name: "checkpoint/takeover resumes from the recovery point", setup: chargedStep,
+		cmd: claim("k", "o2", at(31)), want: OutcomeWon, rec: rec(func(r *Record) {
+			r.Owner, r.Token, r.Attempt, r.LeaseExpiresAt = "o2", tok(3), 2, at(61)
+			r.Checkpoint = &Checkpoint{Point: "charged", Data: []byte("ch_1")}
+		})},
+	{name: "checkpoint/the new holder records the next point", setup: append(chargedStep[:2:2], claim("k", "o2", at(31))),
+		cmd: checkpoint("k", tok(3), "receipt-sent", "", at(32)), want: OutcomeOK, rec: rec(func(r *Record) {
+			r.Owner, r.Token, r.Attempt, r.LeaseExpiresAt = "o2", tok(3), 2, at(61)
+			r.Checkpoint = &Checkpoint{Point: "receipt-sent"}
+		})},
+	{name: "checkpoint/completion drops the recovery point", setup: chargedStep,
+		cmd: complete("k", tok(1), charged, at(1)), want: OutcomeOK, rec: done()},
+}
+
+// chargedStep is claimed, then step "charged" recorded with data "ch_1".
+var chargedStep = []*Command{claim("k", "o1", at(0)), checkpoint("k", tok(1), "charged", "ch_1", at(0))}
+
+// atCharged is base with the recovery point of chargedStep.
+func atCharged() *Record {
+	return rec(func(r *Record) { r.Checkpoint = &Checkpoint{Point: "charged", Data: []byte("ch_1")} })
 }
 
 func TestApplyOutcomes(t *testing.T) {

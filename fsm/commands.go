@@ -19,10 +19,12 @@ const (
 	TypeExpire
 	// TypeBatch applies Batch in order, as if each were its own entry.
 	TypeBatch
+	// TypeCheckpoint stores the recovery point of the holder of Token.
+	TypeCheckpoint
 	typeEnd
 )
 
-var typeNames = [...]string{"unknown", "claim", "complete", "release", "extend", "expire", "batch"}
+var typeNames = [...]string{"unknown", "claim", "complete", "release", "extend", "expire", "batch", "checkpoint"}
 
 // String returns the lower-case name of the command type.
 func (t CommandType) String() string {
@@ -39,16 +41,17 @@ type Command struct {
 	Type CommandType
 	Now  int64
 
-	Key         RecordKey // claim, complete, release, extend
-	Fingerprint []byte    // claim
-	Owner       string    // claim
-	Lease       int64     // claim, extend: nanoseconds
-	TTL         int64     // claim: nanoseconds
-	Token       uint64    // complete, release, extend
-	Response    *Response // complete
-	Limit       uint32    // expire
+	Key         RecordKey   // claim, complete, release, extend, checkpoint
+	Fingerprint []byte      // claim
+	Owner       string      // claim
+	Lease       int64       // claim, extend: nanoseconds
+	TTL         int64       // claim: nanoseconds
+	Token       uint64      // complete, release, extend, checkpoint
+	Response    *Response   // complete
+	Checkpoint  *Checkpoint // checkpoint
+	Limit       uint32      // expire
 	Batch       []*Command
 	// Quota is the tenant's quota the proposing leader stamped (claim,
-	// complete); zero is unlimited. See quota.go.
+	// complete, checkpoint); zero is unlimited. See quota.go.
 	Quota Quota
 }

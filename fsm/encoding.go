@@ -92,6 +92,10 @@ func (e *encoder) command(c *Command) {
 		e.key(c.Key)
 		e.uvarint(c.Token)
 		e.varint(c.Lease)
+	case TypeCheckpoint:
+		e.key(c.Key)
+		e.uvarint(c.Token)
+		e.checkpoint(c.Checkpoint)
 	case TypeExpire:
 		e.uvarint(uint64(c.Limit))
 	case TypeBatch:
@@ -128,6 +132,10 @@ func (d *decoder) command(top bool) *Command {
 		c.Key = d.key()
 		c.Token = d.uvarint()
 		c.Lease = d.varint()
+	case TypeCheckpoint:
+		c.Key = d.key()
+		c.Token = d.uvarint()
+		c.Checkpoint = d.checkpoint()
 	case TypeExpire:
 		limit := d.uvarint()
 		if limit > 1<<32-1 {
@@ -161,7 +169,7 @@ func commandSize(c *Command) int {
 	// type, then at most ten varints: time, three key lengths, fingerprint
 	// and owner lengths, two of lease/TTL/token/limit/count, the quota's two.
 	n := 1 + 10*binary.MaxVarintLen64 + len(c.Key.Tenant) + len(c.Key.Scope) + len(c.Key.Key) +
-		len(c.Owner) + len(c.Fingerprint) + responseSize(c.Response)
+		len(c.Owner) + len(c.Fingerprint) + responseSize(c.Response) + checkpointSize(c.Checkpoint)
 	for _, sub := range c.Batch {
 		n += commandSize(sub)
 	}
@@ -248,6 +256,58 @@ func (e *encoder) record(r *Record) {
 	e.varint(r.ExpiresAt)
 	e.varint(r.CompletedAt)
 	e.response(r.Response)
+	if r.Checkpoint != nil {
+		e.byte1(fieldCheckpoint)
+		e.checkpoint(r.Checkpoint)
+	}
+}
+
+// Optional fields of a record follow its response, each a tag byte and its
+// value, in tag order; a record without them encodes exactly as records
+// did before they existed, so stores, snapshots and digests of older
+// releases read and compare unchanged.
+const fieldCheckpoint byte = 1
+
+// checkpoint encodes a recovery point; nil encodes as an empty one, which
+// is what a Checkpoint command without one applies as.
+func (e *encoder) checkpoint(c *Checkpoint) {
+	if c == nil {
+		c = &Checkpoint{}
+	}
+	e.string(c.Point)
+	e.bytes(c.Data)
+}
+
+func (d *decoder) checkpoint() *Checkpoint {
+	return &Checkpoint{Point: d.string(), Data: d.bytes()}
+}
+
+// checkpointSize bounds the encoded size of c.
+func checkpointSize(c *Checkpoint) int {
+	if c == nil {
+		return 0
+	}
+	return 1 + 2*binary.MaxVarintLen64 + len(c.Point) + len(c.Data)
+}
+
+// optionalFields decodes the tagged fields after a record's response,
+// which run to the end of its encoding.
+func (d *decoder) optionalFields(r *Record) {
+	last := byte(0)
+	for d.err == nil && len(d.buf) > 0 {
+		tag := d.byte1()
+		if tag <= last {
+			d.fail(fmt.Errorf("%w: record field %d after %d", ErrMalformed, tag, last))
+			return
+		}
+		last = tag
+		switch tag {
+		case fieldCheckpoint:
+			r.Checkpoint = d.checkpoint()
+		default:
+			d.fail(fmt.Errorf("%w: record field %d", ErrMalformed, tag))
+		}
+	}
 }
 
 // record decodes what encoder.record wrote; the key strings and the owner
@@ -270,6 +330,7 @@ func (d *decoder) record() *Record {
 	r.ExpiresAt = d.varint()
 	r.CompletedAt = d.varint()
 	r.Response = d.response()
+	d.optionalFields(r)
 	if d.err != nil {
 		return nil
 	}

@@ -21,10 +21,13 @@ func seedCommands() []*Command {
 		complete("k", tok(1), &Response{}, at(1)),
 		release("k", tok(1), at(2)),
 		extend("k", tok(1), 60*sec, at(3)),
+		checkpoint("k", tok(1), "charged", "ch_1", at(3)),
+		checkpoint("k", tok(1), "", "", at(3)),
 		expire(1<<32-1, at(4)),
 		batch(),
 		batch(claim("a", "o1", at(5)), complete("a", TokenFor(9, 0), resp(402, "declined"), at(5)),
-			release("b", 7, at(5)), extend("c", 8, sec, at(5)), expire(100, at(6))),
+			release("b", 7, at(5)), extend("c", 8, sec, at(5)), checkpoint("a", TokenFor(9, 0), "p", "d", at(5)),
+			expire(100, at(6))),
 	}
 }
 
@@ -172,7 +175,7 @@ func TestDecodeCommandReadsFormat1(t *testing.T) {
 func fuzzState(t tb) *harness {
 	h := newHarness(t)
 	h.applyAll(claim("a", "o1", at(0)), complete("a", tok(1), charged, at(1)),
-		claimWith("b", "fp-B", "o2", 10*sec, 60*sec, at(2)))
+		claimWith("b", "fp-B", "o2", 10*sec, 60*sec, at(2)), checkpoint("b", tok(3), "charged", "ch_1", at(2)))
 	return h
 }
 

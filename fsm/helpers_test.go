@@ -53,6 +53,11 @@ func extend(key string, token uint64, lease, now int64) *Command {
 	return &Command{Type: TypeExtend, Now: now, Key: rk(key), Token: token, Lease: lease}
 }
 
+func checkpoint(key string, token uint64, point, data string, now int64) *Command {
+	return &Command{Type: TypeCheckpoint, Now: now, Key: rk(key), Token: token,
+		Checkpoint: &Checkpoint{Point: point, Data: []byte(data)}}
+}
+
 func expire(limit uint32, now int64) *Command {
 	return &Command{Type: TypeExpire, Now: now, Limit: limit}
 }

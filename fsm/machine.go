@@ -109,6 +109,8 @@ func (t *tx) applyOne(c *Command, token uint64) Result {
 		res = t.applyRelease(c)
 	case TypeExtend:
 		res = t.applyExtend(c)
+	case TypeCheckpoint:
+		res = t.applyCheckpoint(c)
 	case TypeExpire:
 		return t.applyExpire(c)
 	default:

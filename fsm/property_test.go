@@ -22,6 +22,7 @@ var (
 	propTTLs    = []int64{60 * sec, 300 * sec, 0}
 	propBodies  = [][]byte{nil, {}, []byte("ok"), []byte("declined")}
 	propHeaders = [][]Header{nil, {}, {{"A", "1"}}, {{"A", "1"}, {"A", "2"}}}
+	propPoints  = []string{"charged", "charged", "receipt-sent"}
 )
 
 // cmdGen draws commands whose Now wanders forward and sometimes back, and
@@ -34,7 +35,7 @@ type cmdGen struct {
 func (g *cmdGen) command(t *rapid.T, top bool) *Command {
 	g.now += rapid.Int64Range(-20*sec, 60*sec).Draw(t, "dt")
 	c := &Command{Now: g.now, Key: rapid.SampledFrom(propKeys).Draw(t, "key")}
-	switch kind := rapid.IntRange(0, 9).Draw(t, "kind"); {
+	switch kind := rapid.IntRange(0, 10).Draw(t, "kind"); {
 	case kind < 4:
 		c.Type = TypeClaim
 		c.Fingerprint = rapid.SampledFrom(propFPs).Draw(t, "fp")
@@ -55,6 +56,10 @@ func (g *cmdGen) command(t *rapid.T, top bool) *Command {
 	case kind == 7:
 		c.Type, c.Token = TypeExtend, g.token(t)
 		c.Lease = rapid.SampledFrom(propLeases).Draw(t, "lease")
+	case kind == 9:
+		c.Type, c.Token = TypeCheckpoint, g.token(t)
+		c.Checkpoint = &Checkpoint{Point: rapid.SampledFrom(propPoints).Draw(t, "point"),
+			Data: rapid.SampledFrom(propBodies).Draw(t, "data")}
 	case kind == 8 || !top:
 		c = &Command{Type: TypeExpire, Now: g.now, Limit: uint32(rapid.IntRange(0, 3).Draw(t, "limit"))}
 	default:
@@ -108,7 +113,7 @@ func TestPropertyReplicasAgree(t *testing.T) {
 			if !sameResult(ra, rb) {
 				t.Fatalf("step %d (%v at %d): results differ\n a %+v\n b %+v", i, c.Type, index, ra, rb)
 			}
-			if err := inv.check(before, inv.capture(a), a.Now()); err != nil {
+			if err := inv.check(c, before, inv.capture(a), a.Now()); err != nil {
 				t.Fatalf("step %d (%v at %d): %v", i, c.Type, index, err)
 			}
 			g.learn(ra)
@@ -129,8 +134,10 @@ func decoded(t *rapid.T, c *Command) *Command {
 
 // safety checks the guarantees of fsm/DESIGN.md ("Safety statements") between two consecutive
 // states: a completed record never changes during its TTL lifetime (so at
-// most one completion is recorded), a record's token never goes back, and
-// every newly issued token is larger than any issued before.
+// most one completion is recorded), a record's token never goes back,
+// every newly issued token is larger than any issued before, and a
+// recovery point changes only by a Checkpoint of the token that holds the
+// record (fenced like a completion, and carried over by a takeover).
 type safety struct{ maxToken uint64 }
 
 func newSafety() *safety { return &safety{} }
@@ -145,7 +152,7 @@ func (s *safety) capture(m *Machine) map[RecordKey]*Record {
 	return out
 }
 
-func (s *safety) check(before, after map[RecordKey]*Record, now int64) error {
+func (s *safety) check(c *Command, before, after map[RecordKey]*Record, now int64) error {
 	// Tokens issued by this step (a batch may issue several) must all exceed
 	// those seen before it.
 	floor := s.maxToken
@@ -168,11 +175,40 @@ func (s *safety) check(before, after map[RecordKey]*Record, now int64) error {
 		case cur.Token <= floor:
 			return fmt.Errorf("record %q holds new token %d, not above %d", k.Key, cur.Token, floor)
 		}
+		if prev != nil && cur != nil && prev.CreatedAt == cur.CreatedAt && cur.State == StatePending &&
+			!sameCheckpoint(prev.Checkpoint, cur.Checkpoint) && !checkpointedBy(c, k, cur.Token) {
+			return fmt.Errorf("recovery point of %q changed without a Checkpoint of token %d: %+v -> %+v",
+				k.Key, cur.Token, prev.Checkpoint, cur.Checkpoint)
+		}
 		if cur != nil {
 			s.maxToken = max(s.maxToken, cur.Token)
 		}
 	}
 	return nil
+}
+
+func sameCheckpoint(a, b *Checkpoint) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Point == b.Point && bytes.Equal(a.Data, b.Data)
+}
+
+// checkpointedBy reports whether c is, or a batch c holds, a Checkpoint of
+// k by token.
+func checkpointedBy(c *Command, k RecordKey, token uint64) bool {
+	if c == nil {
+		return false
+	}
+	if c.Type == TypeCheckpoint && c.Key == k && c.Token == token {
+		return true
+	}
+	for _, sub := range c.Batch {
+		if checkpointedBy(sub, k, token) {
+			return true
+		}
+	}
+	return false
 }
 
 // TestSafetyCheckerCatchesPlantedBugs shows the checker above can fail.
@@ -191,19 +227,35 @@ func TestSafetyCheckerCatchesPlantedBugs(t *testing.T) {
 		"released":          {},
 	}
 	for name, after := range planted {
-		if err := newSafety().check(fin, after, at(10)); err == nil {
+		if err := newSafety().check(nil, fin, after, at(10)); err == nil {
 			t.Errorf("%s: not caught", name)
 		}
 	}
 	pending := mk(func(r *Record) { r.State, r.Response = StatePending, nil })
 	s := &safety{maxToken: tok(5)}
-	if err := s.check(pending, mk(func(r *Record) { r.State, r.Owner = StatePending, "thief" }), at(10)); err == nil {
+	if err := s.check(nil, pending, mk(func(r *Record) { r.State, r.Owner = StatePending, "thief" }), at(10)); err == nil {
 		t.Error("holder changed without a new token: not caught")
 	}
-	if err := s.check(nil, mk(func(r *Record) { r.Token = tok(4) }), at(10)); err == nil {
+	if err := s.check(nil, nil, mk(func(r *Record) { r.Token = tok(4) }), at(10)); err == nil {
 		t.Error("token going back: not caught")
 	}
-	if err := newSafety().check(fin, fin, at(10)); err != nil {
+	atStep := mk(func(r *Record) { r.State, r.Response, r.Checkpoint = StatePending, nil, &Checkpoint{Point: "charged"} })
+	lost := mk(func(r *Record) { r.State, r.Response, r.Token, r.Owner = StatePending, nil, tok(9), "o2" })
+	takeover := claim(k.Key, "o2", at(10))
+	takeover.Key = k
+	if err := newSafety().check(takeover, atStep, lost, at(10)); err == nil {
+		t.Error("takeover that lost the recovery point: not caught")
+	}
+	stale := checkpoint(k.Key, tok(4), "charged", "", at(10))
+	stale.Key = k
+	if err := newSafety().check(stale, pending, atStep, at(10)); err == nil {
+		t.Error("recovery point stored by another token: not caught")
+	}
+	stale.Token = tok(5)
+	if err := newSafety().check(stale, pending, atStep, at(10)); err != nil {
+		t.Errorf("the holder's checkpoint reported as %v", err)
+	}
+	if err := newSafety().check(nil, fin, fin, at(10)); err != nil {
 		t.Errorf("no change reported as %v", err)
 	}
 }
@@ -237,11 +289,11 @@ func TestPropertySnapshotRoundTrip(t *testing.T) {
 
 // anyCommand draws a command with arbitrary values in the fields its type uses.
 func anyCommand(t *rapid.T, top bool) *Command {
-	last := TypeExpire
+	types := []CommandType{TypeClaim, TypeComplete, TypeRelease, TypeExtend, TypeExpire, TypeCheckpoint}
 	if top {
-		last = TypeBatch
+		types = append(types, TypeBatch)
 	}
-	c := &Command{Type: CommandType(rapid.IntRange(int(TypeClaim), int(last)).Draw(t, "type")), Now: rapid.Int64().Draw(t, "now")}
+	c := &Command{Type: rapid.SampledFrom(types).Draw(t, "type"), Now: rapid.Int64().Draw(t, "now")}
 	bytesGen := rapid.SliceOfN(rapid.Byte(), 0, 40)
 	str := func(label string) string { return string(bytesGen.Draw(t, label)) }
 	if c.Type != TypeExpire && c.Type != TypeBatch {
@@ -265,6 +317,9 @@ func anyCommand(t *rapid.T, top bool) *Command {
 		c.Token, c.Lease = rapid.Uint64().Draw(t, "token"), rapid.Int64().Draw(t, "lease")
 	case TypeExpire:
 		c.Limit = rapid.Uint32().Draw(t, "limit")
+	case TypeCheckpoint:
+		c.Token = rapid.Uint64().Draw(t, "token")
+		c.Checkpoint = &Checkpoint{Point: str("point"), Data: bytesGen.Draw(t, "data")}
 	case TypeBatch:
 		for range rapid.IntRange(0, 5).Draw(t, "batchLen") {
 			c.Batch = append(c.Batch, anyCommand(t, false))
@@ -291,6 +346,9 @@ func normalise(c *Command) *Command {
 			r.Body = nil
 		}
 		n.Response = &r
+	}
+	if n.Checkpoint != nil && len(n.Checkpoint.Data) == 0 {
+		n.Checkpoint = &Checkpoint{Point: n.Checkpoint.Point}
 	}
 	n.Batch = nil
 	for _, sub := range c.Batch {

@@ -49,7 +49,8 @@ type Usage struct {
 
 // recordSize is what a record costs its tenant: every variable-length byte
 // it stores — tenant, scope, key, fingerprint, owner and, once completed,
-// the response's body and header names and values. Fixed-size fields
+// the response's body and header names and values, and a recovery point's
+// name and data. Fixed-size fields
 // (times, token, status) are left out: they cost the same for every record,
 // which the key quota already bounds.
 func recordSize(r *Record) uint64 {
@@ -59,6 +60,9 @@ func recordSize(r *Record) uint64 {
 		for _, h := range r.Response.Headers {
 			n += len(h.Name) + len(h.Value)
 		}
+	}
+	if r.Checkpoint != nil {
+		n += len(r.Checkpoint.Point) + len(r.Checkpoint.Data)
 	}
 	return uint64(n)
 }
@@ -106,7 +110,7 @@ func (m *Machine) EachUsage(fn func(tenant string, u Usage)) {
 	}
 }
 
-// quotaFlag is set in the type byte of an encoded Claim or Complete that
+// quotaFlag is set in the type byte of an encoded Claim, Complete or Checkpoint that
 // carries a Quota, which then follows the command's other fields. A command
 // without a quota encodes exactly as before quotas existed, so old log
 // entries decode unchanged and a cluster with quotas off writes the same
@@ -114,7 +118,13 @@ func (m *Machine) EachUsage(fn func(tenant string, u Usage)) {
 const quotaFlag byte = 0x80
 
 func carriesQuota(c *Command) bool {
-	return (c.Type == TypeClaim || c.Type == TypeComplete) && c.Quota != (Quota{})
+	return growsRecords(c.Type) && c.Quota != (Quota{})
+}
+
+// growsRecords reports whether commands of type t may store more than
+// their record held: those carry the tenant's quota.
+func growsRecords(t CommandType) bool {
+	return t == TypeClaim || t == TypeComplete || t == TypeCheckpoint
 }
 
 // typeByte is the encoded type of c, flagged when a quota follows.
@@ -138,7 +148,7 @@ func (d *decoder) quota(c *Command, flagged bool) {
 	if !flagged {
 		return
 	}
-	if c.Type != TypeClaim && c.Type != TypeComplete {
+	if !growsRecords(c.Type) {
 		d.fail(fmt.Errorf("%w: quota on a %s command", ErrMalformed, c.Type))
 		return
 	}

@@ -98,6 +98,19 @@ var quotaCases = []quotaCase{
 		cmd: withQuota(complete("k", tok(9), charged, at(1)), Quota{Bytes: 1}), want: OutcomeFenced, usage: Usage{1, baseSize}},
 	{name: "complete/an empty response fits any quota it already fits", setup: claimed,
 		cmd: withQuota(complete("k", tok(1), nil, at(1)), Quota{Bytes: baseSize}), want: OutcomeOK, usage: Usage{1, baseSize}},
+
+	// "charged" (7 bytes) and "ch_1" (4) add 11 bytes to the record.
+	{name: "checkpoint/its name and data count toward the byte quota", setup: claimed,
+		cmd: withQuota(checkpoint("k", tok(1), "charged", "ch_1", at(1)), Quota{Bytes: baseSize + 11}), want: OutcomeOK,
+		usage: Usage{1, baseSize + 11}},
+	{name: "checkpoint/over the byte quota is refused and keeps the previous point", setup: chargedStep,
+		cmd: withQuota(checkpoint("k", tok(1), "receipt-sent", "rcpt", at(1)), Quota{Bytes: baseSize + 11}),
+		want: OutcomeQuotaExceeded, exceeded: QuotaBytes, usage: Usage{1, baseSize + 11}},
+	{name: "checkpoint/a smaller point fits a lowered quota", setup: chargedStep,
+		cmd: withQuota(checkpoint("k", tok(1), "done", "", at(1)), Quota{Bytes: baseSize + 4}), want: OutcomeOK,
+		usage: Usage{1, baseSize + 4}},
+	{name: "checkpoint/completion gives the point's bytes back", setup: chargedStep,
+		cmd: complete("k", tok(1), charged, at(1)), want: OutcomeOK, usage: Usage{1, doneSize}},
 }
 
 func TestQuotaOutcomes(t *testing.T) {

@@ -59,6 +59,15 @@ type Response struct {
 	Body    []byte
 }
 
+// Checkpoint is a recovery point a holder stored on its PENDING record: the
+// name of the last step of a multi-step operation that is done, and what a
+// holder taking the record over needs to resume after it (docs/API.md,
+// "Recovery points").
+type Checkpoint struct {
+	Point string
+	Data  []byte
+}
+
 // Record is one idempotency record. Records held by the Machine are
 // immutable: every change stores a new *Record, so readers, watchers and
 // snapshots may keep a pointer without a lock.
@@ -82,6 +91,9 @@ type Record struct {
 	ExpiresAt      int64
 	CompletedAt    int64
 	Response       *Response
+	// Checkpoint is the last recovery point of a PENDING record, nil when
+	// none; a completion drops it.
+	Checkpoint *Checkpoint
 }
 
 // joinKey returns k and owner as substrings of one new string laid out
