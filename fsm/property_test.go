@@ -113,7 +113,7 @@ func TestPropertyReplicasAgree(t *testing.T) {
 			if !sameResult(ra, rb) {
 				t.Fatalf("step %d (%v at %d): results differ\n a %+v\n b %+v", i, c.Type, index, ra, rb)
 			}
-			if err := inv.check(c, before, inv.capture(a), a.Now()); err != nil {
+			if err := inv.check(c, ra, before, inv.capture(a), a.Now()); err != nil {
 				t.Fatalf("step %d (%v at %d): %v", i, c.Type, index, err)
 			}
 			g.learn(ra)
@@ -152,7 +152,7 @@ func (s *safety) capture(m *Machine) map[RecordKey]*Record {
 	return out
 }
 
-func (s *safety) check(c *Command, before, after map[RecordKey]*Record, now int64) error {
+func (s *safety) check(c *Command, res Result, before, after map[RecordKey]*Record, now int64) error {
 	// Tokens issued by this step (a batch may issue several) must all exceed
 	// those seen before it.
 	floor := s.maxToken
@@ -176,9 +176,9 @@ func (s *safety) check(c *Command, before, after map[RecordKey]*Record, now int6
 			return fmt.Errorf("record %q holds new token %d, not above %d", k.Key, cur.Token, floor)
 		}
 		if prev != nil && cur != nil && prev.CreatedAt == cur.CreatedAt && cur.State == StatePending &&
-			!sameCheckpoint(prev.Checkpoint, cur.Checkpoint) && !checkpointedBy(c, k, cur.Token) {
-			return fmt.Errorf("recovery point of %q changed without a Checkpoint of token %d: %+v -> %+v",
-				k.Key, cur.Token, prev.Checkpoint, cur.Checkpoint)
+			!sameCheckpoint(prev.Checkpoint, cur.Checkpoint) && !checkpointedBy(c, k, holders(k, prev, res)) {
+			return fmt.Errorf("recovery point of %q changed without a Checkpoint by a holder: %+v -> %+v",
+				k.Key, prev.Checkpoint, cur.Checkpoint)
 		}
 		if cur != nil {
 			s.maxToken = max(s.maxToken, cur.Token)
@@ -194,17 +194,35 @@ func sameCheckpoint(a, b *Checkpoint) bool {
 	return a.Point == b.Point && bytes.Equal(a.Data, b.Data)
 }
 
+// holders are the tokens that held k during a step: before it, and every
+// claim of k the step won (a batch may check a point in, then lose the
+// record to a takeover that carries the point over).
+func holders(k RecordKey, prev *Record, res Result) map[uint64]bool {
+	out := map[uint64]bool{prev.Token: true}
+	var walk func(Result)
+	walk = func(r Result) {
+		if r.Outcome == OutcomeWon && r.Record.RecordKey == k {
+			out[r.Record.Token] = true
+		}
+		for _, sub := range r.Batch {
+			walk(sub)
+		}
+	}
+	walk(res)
+	return out
+}
+
 // checkpointedBy reports whether c is, or a batch c holds, a Checkpoint of
-// k by token.
-func checkpointedBy(c *Command, k RecordKey, token uint64) bool {
+// k by one of tokens.
+func checkpointedBy(c *Command, k RecordKey, tokens map[uint64]bool) bool {
 	if c == nil {
 		return false
 	}
-	if c.Type == TypeCheckpoint && c.Key == k && c.Token == token {
+	if c.Type == TypeCheckpoint && c.Key == k && tokens[c.Token] {
 		return true
 	}
 	for _, sub := range c.Batch {
-		if checkpointedBy(sub, k, token) {
+		if checkpointedBy(sub, k, tokens) {
 			return true
 		}
 	}
@@ -227,35 +245,35 @@ func TestSafetyCheckerCatchesPlantedBugs(t *testing.T) {
 		"released":          {},
 	}
 	for name, after := range planted {
-		if err := newSafety().check(nil, fin, after, at(10)); err == nil {
+		if err := newSafety().check(nil, Result{}, fin, after, at(10)); err == nil {
 			t.Errorf("%s: not caught", name)
 		}
 	}
 	pending := mk(func(r *Record) { r.State, r.Response = StatePending, nil })
 	s := &safety{maxToken: tok(5)}
-	if err := s.check(nil, pending, mk(func(r *Record) { r.State, r.Owner = StatePending, "thief" }), at(10)); err == nil {
+	if err := s.check(nil, Result{}, pending, mk(func(r *Record) { r.State, r.Owner = StatePending, "thief" }), at(10)); err == nil {
 		t.Error("holder changed without a new token: not caught")
 	}
-	if err := s.check(nil, nil, mk(func(r *Record) { r.Token = tok(4) }), at(10)); err == nil {
+	if err := s.check(nil, Result{}, nil, mk(func(r *Record) { r.Token = tok(4) }), at(10)); err == nil {
 		t.Error("token going back: not caught")
 	}
 	atStep := mk(func(r *Record) { r.State, r.Response, r.Checkpoint = StatePending, nil, &Checkpoint{Point: "charged"} })
 	lost := mk(func(r *Record) { r.State, r.Response, r.Token, r.Owner = StatePending, nil, tok(9), "o2" })
 	takeover := claim(k.Key, "o2", at(10))
 	takeover.Key = k
-	if err := newSafety().check(takeover, atStep, lost, at(10)); err == nil {
+	if err := newSafety().check(takeover, Result{Outcome: OutcomeWon, Record: lost[k]}, atStep, lost, at(10)); err == nil {
 		t.Error("takeover that lost the recovery point: not caught")
 	}
 	stale := checkpoint(k.Key, tok(4), "charged", "", at(10))
 	stale.Key = k
-	if err := newSafety().check(stale, pending, atStep, at(10)); err == nil {
+	if err := newSafety().check(stale, Result{Outcome: OutcomeOK}, pending, atStep, at(10)); err == nil {
 		t.Error("recovery point stored by another token: not caught")
 	}
 	stale.Token = tok(5)
-	if err := newSafety().check(stale, pending, atStep, at(10)); err != nil {
+	if err := newSafety().check(stale, Result{Outcome: OutcomeOK}, pending, atStep, at(10)); err != nil {
 		t.Errorf("the holder's checkpoint reported as %v", err)
 	}
-	if err := newSafety().check(nil, fin, fin, at(10)); err != nil {
+	if err := newSafety().check(nil, Result{}, fin, fin, at(10)); err != nil {
 		t.Errorf("no change reported as %v", err)
 	}
 }
