@@ -28,8 +28,8 @@ func (c *diskCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.size
 }
 
-// Collect sends nothing when statfs fails (the data dir was removed, or
-// the platform has no statfs): a missing series, not a false zero.
+// Collect sends nothing when statfs fails (the data dir is gone): a
+// missing series, not a false zero.
 func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(c.dir, &st); err != nil {

@@ -57,7 +57,7 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 	if reg == nil {
 		return
 	}
-	gauges := []prometheus.Collector{
+	collectors := []prometheus.Collector{
 		m.leaderChanges, m.expired, m.applyBatch, m.snapshot, m.snapshotFailures, m.restores, m.proposalSize,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_raft_state",
 			Help: "Raft state: 0 follower, 1 candidate, 2 leader, 3 shutdown."},
@@ -81,12 +81,12 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_records_completed", Help: "Stored COMPLETED records."},
 			func() float64 { _, c := n.Machine().Counts(); return float64(c) }),
 	}
-	gauges = append(gauges, store.NewCollector(func() *store.Store {
+	collectors = append(collectors, store.NewCollector(func() *store.Store {
 		s, _ := n.Machine().Store().(*store.Store)
 		return s
 	}))
-	gauges = append(gauges, newDiskCollector(n.cfg.DataDir))
-	for _, c := range gauges {
+	collectors = append(collectors, newDiskCollector(n.cfg.DataDir))
+	for _, c := range collectors {
 		reg.MustRegister(c)
 	}
 }

@@ -57,13 +57,23 @@ func (n *Node) grpcAddrOf(id string) string {
 	return ""
 }
 
+// readyLag is how far behind what it knows to be committed a node may have
+// applied and still be ready. Under load the newest committed entries are
+// always on their way to the state machine, so an exact match would flap a
+// busy node's readiness (and its leader's); a node catching up after a
+// restart or an install is thousands of entries behind.
+const readyLag = 1024
+
 // Ready reports whether this node can serve: it knows a leader and its state
-// machine has applied everything it knows to be committed.
+// machine has applied what it knows to be committed, within readyLag.
 func (n *Node) Ready() error {
 	if addr, _ := n.raft.LeaderWithID(); addr == "" {
 		return ErrNoLeader
 	}
-	if applied, commit := n.fsm.Applied(), n.raft.CommitIndex(); applied < commit {
+	// Commit first: applied only grows, so the gap read is never larger
+	// than it was at any instant between the two reads.
+	commit := n.raft.CommitIndex()
+	if applied := n.fsm.Applied(); applied+readyLag < commit {
 		return fmt.Errorf("catching up: applied %d of %d", applied, commit)
 	}
 	return nil

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,8 +16,10 @@ import (
 // authentication off, every call names its own) cannot become a flood of
 // series in Prometheus: only the tenantTopN tenants with the most claims,
 // and the tenantTopN nearest their quota, are exported. Counts are kept
-// for at most maxCountedTenants tenants; claims of tenants beyond that are
-// in idemnode_claims_total only.
+// for at most maxCountedTenants tenants; once that many are counted, each
+// scrape forgets those that claimed nothing since the previous one, so a
+// flood of one-off tenants cannot keep a tenant that starts claiming now
+// out of the count. Claims not counted are in idemnode_claims_total.
 const (
 	tenantTopN        = 10
 	maxCountedTenants = 10_000
@@ -27,6 +30,8 @@ const (
 type tenantClaims struct {
 	mu     sync.RWMutex
 	counts map[string]*atomic.Uint64
+	// scraped is each count as the previous scrape saw it (top).
+	scraped map[string]uint64
 }
 
 func (c *tenantClaims) inc(tenant string) {
@@ -62,14 +67,24 @@ type tenantValue struct {
 	value  float64
 }
 
-// top returns the n tenants with the most claims, most first.
+// top returns the n tenants with the most claims, most first, after
+// forgetting idle tenants if the count is full.
 func (c *tenantClaims) top(n int) []tenantValue {
-	c.mu.RLock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	full := len(c.counts) >= maxCountedTenants
 	all := make([]tenantValue, 0, len(c.counts))
+	scraped := make(map[string]uint64, len(c.counts))
 	for tenant, count := range c.counts {
-		all = append(all, tenantValue{tenant, float64(count.Load())})
+		v := count.Load()
+		if prev, ok := c.scraped[tenant]; full && ok && prev == v {
+			delete(c.counts, tenant) // idle since the last scrape
+			continue
+		}
+		scraped[tenant] = v
+		all = append(all, tenantValue{tenant, float64(v)})
 	}
-	c.mu.RUnlock()
+	c.scraped = scraped
 	return topN(all, n)
 }
 
@@ -94,12 +109,12 @@ type tenantCollector struct {
 func newTenantCollector(s *Server) *tenantCollector {
 	tenant := []string{"tenant"}
 	return &tenantCollector{s: s,
-		claims: prometheus.NewDesc("idemnode_tenant_claims_total",
-			"Claims answered to clients of this node, for the 10 tenants with the most since the node started.", tenant, nil),
-		storedKeys: prometheus.NewDesc("idemnode_tenant_stored_keys",
-			"Records a tenant stores, for the 10 tenants nearest their quota (only with a quota).", tenant, nil),
-		storedBytes: prometheus.NewDesc("idemnode_tenant_stored_bytes",
-			"Bytes a tenant stores, for the 10 tenants nearest their quota (only with a quota).", tenant, nil),
+		claims: prometheus.NewDesc("idemnode_tenant_claims_total", fmt.Sprintf(
+			"Claims answered to clients of this node, for the %d tenants with the most since counting began.", tenantTopN), tenant, nil),
+		storedKeys: prometheus.NewDesc("idemnode_tenant_stored_keys", fmt.Sprintf(
+			"Records a tenant stores, for the %d tenants nearest their quota (only with a quota).", tenantTopN), tenant, nil),
+		storedBytes: prometheus.NewDesc("idemnode_tenant_stored_bytes", fmt.Sprintf(
+			"Bytes a tenant stores, for the %d tenants nearest their quota (only with a quota).", tenantTopN), tenant, nil),
 		quotaKeys: prometheus.NewDesc("idemnode_tenant_quota_keys",
 			"Each tenant's quota of stored records this node stamps into commands (0: none).", nil, nil),
 		quotaBytes: prometheus.NewDesc("idemnode_tenant_quota_bytes",
@@ -134,10 +149,12 @@ func (c *tenantCollector) Collect(ch chan<- prometheus.Metric) {
 type tenantUsage struct {
 	tenant string
 	usage  fsm.Usage
+	share  float64
 }
 
-// nearestQuota returns the n tenants that use the largest share of
-// either quota.
+// nearestQuota returns the n tenants that use the largest share of either
+// quota, nearest first. It runs under the machine's read lock, which holds
+// off applies: per tenant it only compares with the n kept so far.
 func nearestQuota(m *fsm.Machine, q fsm.Quota, n int) []tenantUsage {
 	share := func(used, limit uint64) float64 {
 		if limit == 0 {
@@ -145,15 +162,27 @@ func nearestQuota(m *fsm.Machine, q fsm.Quota, n int) []tenantUsage {
 		}
 		return float64(used) / float64(limit)
 	}
-	var ranked []tenantValue
-	usage := map[string]fsm.Usage{}
-	m.EachUsage(func(tenant string, u fsm.Usage) {
-		ranked = append(ranked, tenantValue{tenant, max(share(u.Keys, q.Keys), share(u.Bytes, q.Bytes))})
-		usage[tenant] = u
-	})
-	var out []tenantUsage
-	for _, t := range topN(ranked, n) {
-		out = append(out, tenantUsage{t.tenant, usage[t.tenant]})
+	// nearer orders by share, then name (so scrapes agree).
+	nearer := func(a, b tenantUsage) int {
+		return cmp.Or(cmp.Compare(b.share, a.share), cmp.Compare(a.tenant, b.tenant))
 	}
-	return out
+	kept := make([]tenantUsage, 0, n)
+	m.EachUsage(func(tenant string, u fsm.Usage) {
+		t := tenantUsage{tenant, u, max(share(u.Keys, q.Keys), share(u.Bytes, q.Bytes))}
+		if len(kept) < n {
+			kept = append(kept, t)
+			return
+		}
+		farthest := 0
+		for i := range kept {
+			if nearer(kept[i], kept[farthest]) > 0 {
+				farthest = i
+			}
+		}
+		if nearer(t, kept[farthest]) < 0 {
+			kept[farthest] = t
+		}
+	})
+	slices.SortFunc(kept, nearer)
+	return kept
 }

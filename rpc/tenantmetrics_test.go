@@ -3,6 +3,7 @@ package rpc
 import (
 	"fmt"
 	"net"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -109,5 +110,30 @@ func TestTenantUsageNeedsAQuota(t *testing.T) {
 	}
 	if got := gatherByTenant(t, reg, "idemnode_tenant_quota_keys"); got[""] != 0 {
 		t.Errorf("quota %v, want 0", got)
+	}
+}
+
+// TestTenantClaimsForgetIdleTenantsWhenFull: a flood of one-off tenants
+// fills the count, and a tenant that starts claiming afterwards is counted
+// once a scrape has seen the flood go idle.
+func TestTenantClaimsForgetIdleTenantsWhenFull(t *testing.T) {
+	c := &tenantClaims{counts: map[string]*atomic.Uint64{}}
+	for i := range maxCountedTenants {
+		c.inc(fmt.Sprint("flood-", i))
+	}
+	c.inc("flood-0") // still claiming: kept
+	c.top(tenantTopN)
+	c.inc("late")
+	if _, ok := c.counts["late"]; ok {
+		t.Fatal("counted a tenant past the bound")
+	}
+	c.inc("flood-0")
+	c.top(tenantTopN) // the flood claimed nothing since the last scrape
+	c.inc("late")
+	if n := c.counts["late"]; n == nil || n.Load() != 1 {
+		t.Fatalf("late tenant not counted after the idle ones were forgotten: %v", n)
+	}
+	if got := c.counts["flood-0"]; got == nil || got.Load() != 3 || len(c.counts) != 2 {
+		t.Fatalf("kept %d tenants, flood-0 at %v; want the busy one and the late one", len(c.counts), got)
 	}
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Runs a local idemnode cluster on loopback addresses 127.0.0.11, .12, ...
+# (IDEMNODE_CLUSTER_NET=127.0.N puts them on 127.0.N.11, ... instead)
 #   scripts/cluster.sh up [N]      build, start N nodes (default 3), wait for a leader
 #   scripts/cluster.sh status      show every node's status ("not running" for a stopped one)
 #   scripts/cluster.sh stop I      stop node I with SIGTERM (a leader hands over first)
@@ -20,7 +21,8 @@ cd "$(dirname "$0")/.."
 dir="${IDEMNODE_CLUSTER_DIR:-$PWD/idemnode-cluster}"
 bin="$dir/bin/idemnode"
 
-ip_of() { echo "127.0.0.$((10 + $1))"; }
+net="${IDEMNODE_CLUSTER_NET:-127.0.0}"
+ip_of() { echo "$net.$((10 + $1))"; }
 
 # ours PID: whether PID is still an idemnode this script started.
 ours() { [[ "$(readlink "/proc/$1/exe" 2>/dev/null)" == "$bin" ]]; }

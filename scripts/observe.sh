@@ -8,11 +8,13 @@
 # It is the Debian package's server (apt-get install --no-install-recommends
 # prometheus), run as a plain process with its own config, data dir and port:
 # a packaged prometheus service, if one runs, is left alone.
-# Targets are the nodes' HTTP ports (127.0.0.1N:7403), job "idemnode", with
+# Targets are the nodes' HTTP ports (127.0.0.1N:7403, or on IDEMNODE_CLUSTER_NET
+# as cluster.sh), job "idemnode", with
 # the labels cluster="local" and namespace="idemnode-local" that the alert
 # rules and the dashboard (charts/idemnode/files/) group and select by.
 # Environment:
 #   IDEMNODE_CLUSTER_DIR       the cluster's directory (as cluster.sh; Prometheus lives in its prometheus/)
+#   IDEMNODE_CLUSTER_NET       the cluster's addresses (as cluster.sh; default 127.0.0)
 #   IDEMNODE_PROMETHEUS_ADDR   listen address (default 127.0.0.1:19090)
 #   IDEMNODE_OBSERVE_INTERVAL  scrape and rule evaluation interval (default 5s)
 set -euo pipefail
@@ -31,7 +33,7 @@ running() {
 # config N: the Prometheus configuration for a cluster of N nodes.
 config() {
 	local n=$1 i targets=()
-	for i in $(seq 1 "$n"); do targets+=("'127.0.0.$((10 + i)):7403'"); done
+	for i in $(seq 1 "$n"); do targets+=("'${IDEMNODE_CLUSTER_NET:-127.0.0}.$((10 + i)):7403'"); done
 	cat <<EOF
 # Written by scripts/observe.sh: the local cluster of scripts/cluster.sh.
 global:

@@ -24,8 +24,8 @@ if [[ ! -x "$promtool" ]]; then
 	trap 'rm -rf "$work"' EXIT
 	(
 		cd "$work"
-		go mod init promtool-build >/dev/null 2>&1
-		go get "github.com/prometheus/prometheus/cmd/promtool@$version" >/dev/null 2>&1
+		go mod init promtool-build 2>/dev/null
+		go get "github.com/prometheus/prometheus/cmd/promtool@$version" >/dev/null
 		mkdir -p "$bindir"
 		go build -trimpath -ldflags=-s -o "$promtool" github.com/prometheus/prometheus/cmd/promtool
 	)

@@ -13,6 +13,16 @@ import (
 // use: ours, and the Go and process collectors'.
 var metricName = regexp.MustCompile(`\b(?:idemnode|go|process)_[a-z0-9_]+\b`)
 
+// selector matches a metric with its label matchers; labelName, each
+// matcher's (or an exported series') label name.
+var (
+	selector  = regexp.MustCompile(`\b((?:idemnode|go|process)_[a-z0-9_]+)\{([^}]*)\}`)
+	labelName = regexp.MustCompile(`([a-z_]+)\s*(?:=~|!~|!=|=)`)
+)
+
+// targetLabels are the labels Prometheus gives every series of a target.
+var targetLabels = map[string]bool{"job": true, "instance": true, "cluster": true, "namespace": true, "service": true}
+
 // TestDashboardAndAlertMetricsExist: every metric name that
 // charts/idemnode/files/alerts.yaml and dashboard.json use is on the
 // /metrics of a node of a 3-node cluster after a small workload, or of a
@@ -35,10 +45,14 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 		}
 	}
 	exported := map[string]bool{}
+	labels := map[string]bool{} // "metric label"
 	for _, n := range append(nodes, secured) {
 		for series := range scrape(t, n) {
-			name, _, _ := strings.Cut(series, "{")
+			name, rest, _ := strings.Cut(series, "{")
 			exported[name] = true
+			for _, m := range labelName.FindAllStringSubmatch(rest, -1) {
+				labels[name+" "+m[1]] = true
+			}
 		}
 	}
 	for _, file := range []string{"alerts.yaml", "dashboard.json"} {
@@ -55,6 +69,14 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 			// exported as its _bucket, _sum and _count.
 			if !exported[name] && !exported[name+"_count"] {
 				t.Errorf("%s uses %s, which no node exports", file, name)
+			}
+		}
+		// The labels a selector names: target labels are Prometheus's.
+		for _, sel := range selector.FindAllStringSubmatch(string(b), -1) {
+			for _, m := range labelName.FindAllStringSubmatch(sel[2], -1) {
+				if !targetLabels[m[1]] && !labels[sel[1]+" "+m[1]] {
+					t.Errorf("%s selects %s by label %q, which no node exports on it", file, sel[1], m[1])
+				}
 			}
 		}
 	}
