@@ -78,6 +78,11 @@ func (n *Node) Apply(ctx context.Context, c *fsm.Command) (fsm.Result, error) {
 	if n.raft.State() != raft.Leader {
 		return fsm.Result{}, ErrNotLeader
 	}
+	if c.Type > fsm.BaseType {
+		if err := n.appliedEverywhere(c.Type); err != nil {
+			return fsm.Result{}, err
+		}
+	}
 	p := proposals.Get().(*proposal)
 	p.ctx, p.cmd = ctx, c
 	select {

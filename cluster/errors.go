@@ -21,6 +21,9 @@ var (
 	// leader would add it straight back. Stop it first (SIGTERM makes it
 	// leave, which removes it).
 	ErrMemberAlive = errors.New("server is alive")
+	// ErrUpgrading refuses a command that a voter's release cannot apply:
+	// it would stop that node. Finish the rolling upgrade first.
+	ErrUpgrading = errors.New("a voter runs an older release that cannot apply this command; finish the upgrade first")
 	// ErrDataDir means the data dir does not take writes (read-only, full,
 	// no permission): the node refuses to start on it.
 	ErrDataDir = errors.New("data dir unusable")

@@ -24,6 +24,16 @@ const (
 	typeEnd
 )
 
+// Which command types a release applies. Every release with the on-disk
+// store applies those up to TypeBatch; LastType is the newest this one
+// does. A node that meets a type it does not know stops rather than
+// diverge, so a leader proposes a newer type only once every voter runs a
+// release that applies it (cluster.Node.Apply).
+const (
+	BaseType = TypeBatch
+	LastType = typeEnd - 1
+)
+
 var typeNames = [...]string{"unknown", "claim", "complete", "release", "extend", "expire", "batch", "checkpoint"}
 
 // String returns the lower-case name of the command type.

@@ -104,7 +104,7 @@ var quotaCases = []quotaCase{
 		cmd: withQuota(checkpoint("k", tok(1), "charged", "ch_1", at(1)), Quota{Bytes: baseSize + 11}), want: OutcomeOK,
 		usage: Usage{1, baseSize + 11}},
 	{name: "checkpoint/over the byte quota is refused and keeps the previous point", setup: chargedStep,
-		cmd: withQuota(checkpoint("k", tok(1), "receipt-sent", "rcpt", at(1)), Quota{Bytes: baseSize + 11}),
+		cmd:  withQuota(checkpoint("k", tok(1), "receipt-sent", "rcpt", at(1)), Quota{Bytes: baseSize + 11}),
 		want: OutcomeQuotaExceeded, exceeded: QuotaBytes, usage: Usage{1, baseSize + 11}},
 	{name: "checkpoint/a smaller point fits a lowered quota", setup: chargedStep,
 		cmd: withQuota(checkpoint("k", tok(1), "done", "", at(1)), Quota{Bytes: baseSize + 4}), want: OutcomeOK,

@@ -49,7 +49,15 @@ func recordOf(r *fsm.Record) *idempb.Record {
 		ExpiresAt:      timestamp(r.ExpiresAt),
 		CompletedAt:    timestamp(r.CompletedAt),
 		Response:       responseOf(r.Response),
+		RecoveryPoint:  recoveryPointOf(r.Checkpoint),
 	}
+}
+
+func recoveryPointOf(c *fsm.Checkpoint) *idempb.RecoveryPoint {
+	if c == nil {
+		return nil
+	}
+	return &idempb.RecoveryPoint{Name: c.Point, Data: c.Data}
 }
 
 // claimResponse reveals only what the outcome allows: nothing on MISMATCH,
@@ -68,6 +76,8 @@ func claimResponse(res fsm.Result) *idempb.ClaimResponse {
 		out.ExpiresAt = timestamp(r.ExpiresAt)
 		if res.Outcome == fsm.OutcomeInProgress {
 			out.Token = 0 // the holder's token is the holder's secret
+		} else {
+			out.RecoveryPoint = recoveryPointOf(r.Checkpoint) // where the new holder resumes
 		}
 	case fsm.OutcomeCompleted:
 		out.Token = r.Token

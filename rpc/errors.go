@@ -28,8 +28,11 @@ const (
 	ReasonLeadershipLost = "LEADERSHIP_LOST"
 	ReasonShuttingDown   = "SHUTTING_DOWN"
 	ReasonCommitTimeout  = "COMMIT_TIMEOUT"
-	ReasonTooManyWaits   = "TOO_MANY_WAITS"
-	ReasonInternal       = "INTERNAL"
+	// ReasonClusterUpgrading: a voter runs a release that cannot apply
+	// the call's command (FailedPrecondition); retry after the upgrade.
+	ReasonClusterUpgrading = "CLUSTER_UPGRADING"
+	ReasonTooManyWaits     = "TOO_MANY_WAITS"
+	ReasonInternal         = "INTERNAL"
 	// Authentication and authorization (auth.go).
 	ReasonUnauthenticated = "UNAUTHENTICATED"
 	ReasonTenantMismatch  = "TENANT_MISMATCH"
@@ -130,6 +133,8 @@ func toStatus(err error, log *slog.Logger) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, cluster.ErrMemberAlive):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, cluster.ErrUpgrading):
+		return withInfo(codes.FailedPrecondition, ReasonClusterUpgrading, err.Error(), nil)
 	case errors.Is(err, cluster.ErrTimeout):
 		return withInfo(codes.Unavailable, ReasonCommitTimeout, err.Error(), nil)
 	}

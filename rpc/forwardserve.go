@@ -181,6 +181,10 @@ func (s *Server) serveForwarded(parent context.Context, c *idempb.ForwardCall) *
 		var resp *idempb.GetResponse
 		resp, err = s.Get(ctx, r.Get)
 		reply.Response = &idempb.ForwardReply_Get{Get: resp}
+	case *idempb.ForwardCall_Checkpoint:
+		var resp *idempb.CheckpointResponse
+		resp, err = s.Checkpoint(ctx, r.Checkpoint)
+		reply.Response = &idempb.ForwardReply_Checkpoint{Checkpoint: resp}
 	default:
 		err = status.Errorf(codes.InvalidArgument, "forwarded call %d carries no request", c.GetId())
 	}

@@ -28,6 +28,8 @@ func FuzzValidateRequests(f *testing.F) {
 	seed(&idempb.ClaimRequest{Id: &idempb.RecordId{Tenant: "a b", Scope: "POST /x\x00", Key: "k"}, Owner: "o"})
 	seed(&idempb.CompleteRequest{Id: id, Token: 1, Response: &idempb.Response{Headers: []*idempb.Header{{Name: "X", Value: "a\r\nB: c"}}}})
 	seed(&idempb.ExtendRequest{Id: id, Token: 7, Lease: &durationpb.Duration{Seconds: -1}})
+	seed(&idempb.CheckpointRequest{Id: id, Token: 7, Point: "charged", Data: []byte("ch_1")})
+	seed(&idempb.CheckpointRequest{Id: id, Token: 7, Point: "two words"})
 	l := DefaultLimits()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var claim idempb.ClaimRequest
@@ -64,6 +66,17 @@ func FuzzValidateRequests(f *testing.F) {
 		if proto.Unmarshal(b, &extend) == nil {
 			if cmd, err := l.extend(&extend); err == nil && (cmd.Lease < int64(l.MinLease) || cmd.Lease > int64(l.MaxLease)) {
 				t.Fatalf("extend passed with lease %d", cmd.Lease)
+			}
+		}
+		var cp idempb.CheckpointRequest
+		if proto.Unmarshal(b, &cp) == nil {
+			if cmd, err := l.checkpoint(&cp); err == nil {
+				checkKey(t, cmd.Key.Key)
+				p := cmd.Checkpoint.Point
+				if cmd.Token == 0 || p == "" || len(p) > l.MaxPoint || strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r > '~' }) ||
+					len(cmd.Checkpoint.Data) > l.MaxCheckpointData {
+					t.Fatalf("checkpoint passed: token %d point %q data %d bytes", cmd.Token, p, len(cmd.Checkpoint.Data))
+				}
 			}
 		}
 	})

@@ -101,6 +101,26 @@ func (s *Server) Extend(ctx context.Context, req *idempb.ExtendRequest) (*idempb
 	}))
 }
 
+// Checkpoint stores the holder's recovery point (docs/API.md, "Recovery
+// points").
+func (s *Server) Checkpoint(ctx context.Context, req *idempb.CheckpointRequest) (*idempb.CheckpointResponse, error) {
+	cmd, err := s.limits.checkpoint(req)
+	if err != nil {
+		return nil, toStatus(err, s.log)
+	}
+	return routed(ctx, s, func(ctx context.Context) (*idempb.CheckpointResponse, error) {
+		res, err := s.backend.Apply(ctx, cmd)
+		if err != nil {
+			return nil, err
+		}
+		return &idempb.CheckpointResponse{Outcome: outcomeOf(res.Outcome)}, nil
+	}, viaStream(s, func() *idempb.ForwardCall {
+		return &idempb.ForwardCall{Request: &idempb.ForwardCall_Checkpoint{Checkpoint: req}}
+	}, (*idempb.ForwardReply).GetCheckpoint, func(ctx context.Context, c idempb.IdempotencyClient) (*idempb.CheckpointResponse, error) {
+		return c.Checkpoint(ctx, req)
+	}))
+}
+
 // Get returns the record as it is: OK with the record, or NOT_FOUND. A
 // linearizable read runs on the leader (a follower forwards it); a stale
 // read is served from this node's state.

@@ -19,14 +19,17 @@ type Limits struct {
 	MaxBody        int
 	MaxHeaders     int
 	MaxHeaderBytes int
-	MinLease       time.Duration
-	MaxLease       time.Duration
-	DefaultLease   time.Duration
-	MinTTL         time.Duration
-	MaxTTL         time.Duration
-	DefaultTTL     time.Duration
-	MaxWait        time.Duration
-	DefaultWait    time.Duration // for Wait without a timeout
+	// MaxPoint and MaxCheckpointData bound a recovery point's name and data.
+	MaxPoint          int
+	MaxCheckpointData int
+	MinLease          time.Duration
+	MaxLease          time.Duration
+	DefaultLease      time.Duration
+	MinTTL            time.Duration
+	MaxTTL            time.Duration
+	DefaultTTL        time.Duration
+	MaxWait           time.Duration
+	DefaultWait       time.Duration // for Wait without a timeout
 	// MaxWaitsPerNode and MaxWaitsPerTenant cap the calls (Wait, and Claim
 	// with wait) that one node holds waiting at a time, in all and for one
 	// tenant; a call beyond either cap is answered ResourceExhausted with
@@ -55,22 +58,24 @@ type Limits struct {
 // DefaultLimits returns the limits of docs/API.md.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxTenant:      128,
-		MaxScope:       256,
-		MaxKey:         255,
-		MaxOwner:       128,
-		MaxFingerprint: 64,
-		MaxBody:        1 << 20,
-		MaxHeaders:     64,
-		MaxHeaderBytes: 16 << 10,
-		MinLease:       time.Second,
-		MaxLease:       time.Hour,
-		DefaultLease:   30 * time.Second,
-		MinTTL:         time.Minute,
-		MaxTTL:         30 * 24 * time.Hour,
-		DefaultTTL:     24 * time.Hour,
-		MaxWait:        10 * time.Minute,
-		DefaultWait:    30 * time.Second,
+		MaxTenant:         128,
+		MaxScope:          256,
+		MaxKey:            255,
+		MaxOwner:          128,
+		MaxFingerprint:    64,
+		MaxBody:           1 << 20,
+		MaxHeaders:        64,
+		MaxHeaderBytes:    16 << 10,
+		MaxPoint:          128,
+		MaxCheckpointData: 64 << 10,
+		MinLease:          time.Second,
+		MaxLease:          time.Hour,
+		DefaultLease:      30 * time.Second,
+		MinTTL:            time.Minute,
+		MaxTTL:            30 * 24 * time.Hour,
+		DefaultTTL:        24 * time.Hour,
+		MaxWait:           10 * time.Minute,
+		DefaultWait:       30 * time.Second,
 
 		MaxWaitsPerNode:   10000,
 		MaxWaitsPerTenant: 1000,
@@ -91,7 +96,7 @@ func (l Limits) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.MaxRecvMsgSize(l.MaxMessageBytes)}
 }
 
-// quota is what the leader stamps into each Claim and Complete.
+// quota is what the leader stamps into each Claim, Complete and Checkpoint.
 func (l Limits) quota() fsm.Quota {
 	return fsm.Quota{Keys: l.TenantMaxKeys, Bytes: l.TenantMaxBytes}
 }

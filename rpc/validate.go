@@ -20,6 +20,7 @@ const (
 	ruleTenant = "printable ASCII without spaces"
 	ruleScope  = "printable UTF-8 without control characters (spaces allowed)"
 	ruleKey    = "printable ASCII"
+	rulePoint  = "printable ASCII without spaces"
 )
 
 // recordKey validates a RecordId against the limits. An empty tenant is
@@ -237,6 +238,24 @@ func (l Limits) extend(req *idempb.ExtendRequest) (*fsm.Command, error) {
 		return nil, err
 	}
 	return &fsm.Command{Type: fsm.TypeExtend, Key: key, Token: req.GetToken(), Lease: int64(lease)}, nil
+}
+
+func (l Limits) checkpoint(req *idempb.CheckpointRequest) (*fsm.Command, error) {
+	key, err := l.recordKey(req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkToken(req.GetToken()); err != nil {
+		return nil, err
+	}
+	if err := checkASCII("point", req.GetPoint(), 1, l.MaxPoint, '!', rulePoint); err != nil {
+		return nil, err
+	}
+	if n := len(req.GetData()); n > l.MaxCheckpointData {
+		return nil, invalid("data", fmt.Sprintf("%d bytes", l.MaxCheckpointData), "%d bytes", n)
+	}
+	return &fsm.Command{Type: fsm.TypeCheckpoint, Key: key, Token: req.GetToken(),
+		Checkpoint: &fsm.Checkpoint{Point: req.GetPoint(), Data: req.GetData()}, Quota: l.quota()}, nil
 }
 
 func (l Limits) get(req *idempb.GetRequest) (fsm.RecordKey, error) {

@@ -86,6 +86,7 @@ type ForwardCall struct {
 	//	*ForwardCall_Release
 	//	*ForwardCall_Extend
 	//	*ForwardCall_Get
+	//	*ForwardCall_Checkpoint
 	Request       isForwardCall_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -187,6 +188,15 @@ func (x *ForwardCall) GetGet() *GetRequest {
 	return nil
 }
 
+func (x *ForwardCall) GetCheckpoint() *CheckpointRequest {
+	if x != nil {
+		if x, ok := x.Request.(*ForwardCall_Checkpoint); ok {
+			return x.Checkpoint
+		}
+	}
+	return nil
+}
+
 type isForwardCall_Request interface {
 	isForwardCall_Request()
 }
@@ -211,6 +221,10 @@ type ForwardCall_Get struct {
 	Get *GetRequest `protobuf:"bytes,7,opt,name=get,proto3,oneof"`
 }
 
+type ForwardCall_Checkpoint struct {
+	Checkpoint *CheckpointRequest `protobuf:"bytes,8,opt,name=checkpoint,proto3,oneof"`
+}
+
 func (*ForwardCall_Claim) isForwardCall_Request() {}
 
 func (*ForwardCall_Complete) isForwardCall_Request() {}
@@ -220,6 +234,8 @@ func (*ForwardCall_Release) isForwardCall_Request() {}
 func (*ForwardCall_Extend) isForwardCall_Request() {}
 
 func (*ForwardCall_Get) isForwardCall_Request() {}
+
+func (*ForwardCall_Checkpoint) isForwardCall_Request() {}
 
 type ForwardReplies struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -278,6 +294,7 @@ type ForwardReply struct {
 	//	*ForwardReply_Release
 	//	*ForwardReply_Extend
 	//	*ForwardReply_Get
+	//	*ForwardReply_Checkpoint
 	Response      isForwardReply_Response `protobuf_oneof:"response"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -379,6 +396,15 @@ func (x *ForwardReply) GetGet() *GetResponse {
 	return nil
 }
 
+func (x *ForwardReply) GetCheckpoint() *CheckpointResponse {
+	if x != nil {
+		if x, ok := x.Response.(*ForwardReply_Checkpoint); ok {
+			return x.Checkpoint
+		}
+	}
+	return nil
+}
+
 type isForwardReply_Response interface {
 	isForwardReply_Response()
 }
@@ -403,6 +429,10 @@ type ForwardReply_Get struct {
 	Get *GetResponse `protobuf:"bytes,7,opt,name=get,proto3,oneof"`
 }
 
+type ForwardReply_Checkpoint struct {
+	Checkpoint *CheckpointResponse `protobuf:"bytes,8,opt,name=checkpoint,proto3,oneof"`
+}
+
 func (*ForwardReply_Claim) isForwardReply_Response() {}
 
 func (*ForwardReply_Complete) isForwardReply_Response() {}
@@ -413,6 +443,8 @@ func (*ForwardReply_Extend) isForwardReply_Response() {}
 
 func (*ForwardReply_Get) isForwardReply_Response() {}
 
+func (*ForwardReply_Checkpoint) isForwardReply_Response() {}
+
 var File_forward_proto protoreflect.FileDescriptor
 
 const file_forward_proto_rawDesc = "" +
@@ -420,7 +452,7 @@ const file_forward_proto_rawDesc = "" +
 	"\rforward.proto\x12\aidem.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\n" +
 	"idem.proto\":\n" +
 	"\fForwardBatch\x12*\n" +
-	"\x05calls\x18\x01 \x03(\v2\x14.idem.v1.ForwardCallR\x05calls\"\xd4\x02\n" +
+	"\x05calls\x18\x01 \x03(\v2\x14.idem.v1.ForwardCallR\x05calls\"\x92\x03\n" +
 	"\vForwardCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12-\n" +
@@ -428,10 +460,13 @@ const file_forward_proto_rawDesc = "" +
 	"\bcomplete\x18\x04 \x01(\v2\x18.idem.v1.CompleteRequestH\x00R\bcomplete\x123\n" +
 	"\arelease\x18\x05 \x01(\v2\x17.idem.v1.ReleaseRequestH\x00R\arelease\x120\n" +
 	"\x06extend\x18\x06 \x01(\v2\x16.idem.v1.ExtendRequestH\x00R\x06extend\x12'\n" +
-	"\x03get\x18\a \x01(\v2\x13.idem.v1.GetRequestH\x00R\x03getB\t\n" +
+	"\x03get\x18\a \x01(\v2\x13.idem.v1.GetRequestH\x00R\x03get\x12<\n" +
+	"\n" +
+	"checkpoint\x18\b \x01(\v2\x1a.idem.v1.CheckpointRequestH\x00R\n" +
+	"checkpointB\t\n" +
 	"\arequest\"A\n" +
 	"\x0eForwardReplies\x12/\n" +
-	"\areplies\x18\x01 \x03(\v2\x15.idem.v1.ForwardReplyR\areplies\"\xbc\x02\n" +
+	"\areplies\x18\x01 \x03(\v2\x15.idem.v1.ForwardReplyR\areplies\"\xfb\x02\n" +
 	"\fForwardReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\fR\x05error\x12.\n" +
@@ -439,7 +474,10 @@ const file_forward_proto_rawDesc = "" +
 	"\bcomplete\x18\x04 \x01(\v2\x19.idem.v1.CompleteResponseH\x00R\bcomplete\x124\n" +
 	"\arelease\x18\x05 \x01(\v2\x18.idem.v1.ReleaseResponseH\x00R\arelease\x121\n" +
 	"\x06extend\x18\x06 \x01(\v2\x17.idem.v1.ExtendResponseH\x00R\x06extend\x12(\n" +
-	"\x03get\x18\a \x01(\v2\x14.idem.v1.GetResponseH\x00R\x03getB\n" +
+	"\x03get\x18\a \x01(\v2\x14.idem.v1.GetResponseH\x00R\x03get\x12=\n" +
+	"\n" +
+	"checkpoint\x18\b \x01(\v2\x1b.idem.v1.CheckpointResponseH\x00R\n" +
+	"checkpointB\n" +
 	"\n" +
 	"\bresponse2F\n" +
 	"\aForward\x12;\n" +
@@ -469,11 +507,13 @@ var file_forward_proto_goTypes = []any{
 	(*ReleaseRequest)(nil),      // 7: idem.v1.ReleaseRequest
 	(*ExtendRequest)(nil),       // 8: idem.v1.ExtendRequest
 	(*GetRequest)(nil),          // 9: idem.v1.GetRequest
-	(*ClaimResponse)(nil),       // 10: idem.v1.ClaimResponse
-	(*CompleteResponse)(nil),    // 11: idem.v1.CompleteResponse
-	(*ReleaseResponse)(nil),     // 12: idem.v1.ReleaseResponse
-	(*ExtendResponse)(nil),      // 13: idem.v1.ExtendResponse
-	(*GetResponse)(nil),         // 14: idem.v1.GetResponse
+	(*CheckpointRequest)(nil),   // 10: idem.v1.CheckpointRequest
+	(*ClaimResponse)(nil),       // 11: idem.v1.ClaimResponse
+	(*CompleteResponse)(nil),    // 12: idem.v1.CompleteResponse
+	(*ReleaseResponse)(nil),     // 13: idem.v1.ReleaseResponse
+	(*ExtendResponse)(nil),      // 14: idem.v1.ExtendResponse
+	(*GetResponse)(nil),         // 15: idem.v1.GetResponse
+	(*CheckpointResponse)(nil),  // 16: idem.v1.CheckpointResponse
 }
 var file_forward_proto_depIdxs = []int32{
 	1,  // 0: idem.v1.ForwardBatch.calls:type_name -> idem.v1.ForwardCall
@@ -483,19 +523,21 @@ var file_forward_proto_depIdxs = []int32{
 	7,  // 4: idem.v1.ForwardCall.release:type_name -> idem.v1.ReleaseRequest
 	8,  // 5: idem.v1.ForwardCall.extend:type_name -> idem.v1.ExtendRequest
 	9,  // 6: idem.v1.ForwardCall.get:type_name -> idem.v1.GetRequest
-	3,  // 7: idem.v1.ForwardReplies.replies:type_name -> idem.v1.ForwardReply
-	10, // 8: idem.v1.ForwardReply.claim:type_name -> idem.v1.ClaimResponse
-	11, // 9: idem.v1.ForwardReply.complete:type_name -> idem.v1.CompleteResponse
-	12, // 10: idem.v1.ForwardReply.release:type_name -> idem.v1.ReleaseResponse
-	13, // 11: idem.v1.ForwardReply.extend:type_name -> idem.v1.ExtendResponse
-	14, // 12: idem.v1.ForwardReply.get:type_name -> idem.v1.GetResponse
-	0,  // 13: idem.v1.Forward.Calls:input_type -> idem.v1.ForwardBatch
-	2,  // 14: idem.v1.Forward.Calls:output_type -> idem.v1.ForwardReplies
-	14, // [14:15] is the sub-list for method output_type
-	13, // [13:14] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	10, // 7: idem.v1.ForwardCall.checkpoint:type_name -> idem.v1.CheckpointRequest
+	3,  // 8: idem.v1.ForwardReplies.replies:type_name -> idem.v1.ForwardReply
+	11, // 9: idem.v1.ForwardReply.claim:type_name -> idem.v1.ClaimResponse
+	12, // 10: idem.v1.ForwardReply.complete:type_name -> idem.v1.CompleteResponse
+	13, // 11: idem.v1.ForwardReply.release:type_name -> idem.v1.ReleaseResponse
+	14, // 12: idem.v1.ForwardReply.extend:type_name -> idem.v1.ExtendResponse
+	15, // 13: idem.v1.ForwardReply.get:type_name -> idem.v1.GetResponse
+	16, // 14: idem.v1.ForwardReply.checkpoint:type_name -> idem.v1.CheckpointResponse
+	0,  // 15: idem.v1.Forward.Calls:input_type -> idem.v1.ForwardBatch
+	2,  // 16: idem.v1.Forward.Calls:output_type -> idem.v1.ForwardReplies
+	16, // [16:17] is the sub-list for method output_type
+	15, // [15:16] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_forward_proto_init() }
@@ -510,6 +552,7 @@ func file_forward_proto_init() {
 		(*ForwardCall_Release)(nil),
 		(*ForwardCall_Extend)(nil),
 		(*ForwardCall_Get)(nil),
+		(*ForwardCall_Checkpoint)(nil),
 	}
 	file_forward_proto_msgTypes[3].OneofWrappers = []any{
 		(*ForwardReply_Claim)(nil),
@@ -517,6 +560,7 @@ func file_forward_proto_init() {
 		(*ForwardReply_Release)(nil),
 		(*ForwardReply_Extend)(nil),
 		(*ForwardReply_Get)(nil),
+		(*ForwardReply_Checkpoint)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

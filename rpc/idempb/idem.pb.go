@@ -375,6 +375,60 @@ func (x *Response) GetBody() []byte {
 	return nil
 }
 
+// RecoveryPoint is the last step of a multi-step operation its holder
+// recorded as done (Checkpoint), and what resuming after it needs.
+type RecoveryPoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryPoint) Reset() {
+	*x = RecoveryPoint{}
+	mi := &file_idem_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryPoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryPoint) ProtoMessage() {}
+
+func (x *RecoveryPoint) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryPoint.ProtoReflect.Descriptor instead.
+func (*RecoveryPoint) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RecoveryPoint) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RecoveryPoint) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 type Record struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Id             *RecordId              `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -387,13 +441,15 @@ type Record struct {
 	ExpiresAt      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	CompletedAt    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
 	Response       *Response              `protobuf:"bytes,10,opt,name=response,proto3" json:"response,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// recovery_point is the last Checkpoint of a PENDING record, if any.
+	RecoveryPoint *RecoveryPoint `protobuf:"bytes,11,opt,name=recovery_point,json=recoveryPoint,proto3" json:"recovery_point,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_idem_proto_msgTypes[3]
+	mi := &file_idem_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +461,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[3]
+	mi := &file_idem_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +474,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{3}
+	return file_idem_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Record) GetId() *RecordId {
@@ -491,6 +547,13 @@ func (x *Record) GetResponse() *Response {
 	return nil
 }
 
+func (x *Record) GetRecoveryPoint() *RecoveryPoint {
+	if x != nil {
+		return x.RecoveryPoint
+	}
+	return nil
+}
+
 type ClaimRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    *RecordId              `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -509,7 +572,7 @@ type ClaimRequest struct {
 
 func (x *ClaimRequest) Reset() {
 	*x = ClaimRequest{}
-	mi := &file_idem_proto_msgTypes[4]
+	mi := &file_idem_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +584,7 @@ func (x *ClaimRequest) String() string {
 func (*ClaimRequest) ProtoMessage() {}
 
 func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[4]
+	mi := &file_idem_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +597,7 @@ func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRequest.ProtoReflect.Descriptor instead.
 func (*ClaimRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{4}
+	return file_idem_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ClaimRequest) GetId() *RecordId {
@@ -589,13 +652,16 @@ type ClaimResponse struct {
 	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
 	ExpiresAt      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	Response       *Response              `protobuf:"bytes,6,opt,name=response,proto3" json:"response,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// recovery_point, on WON: the last Checkpoint a previous holder stored
+	// (a takeover, attempt > 1), where this holder resumes.
+	RecoveryPoint *RecoveryPoint `protobuf:"bytes,7,opt,name=recovery_point,json=recoveryPoint,proto3" json:"recovery_point,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClaimResponse) Reset() {
 	*x = ClaimResponse{}
-	mi := &file_idem_proto_msgTypes[5]
+	mi := &file_idem_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +673,7 @@ func (x *ClaimResponse) String() string {
 func (*ClaimResponse) ProtoMessage() {}
 
 func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[5]
+	mi := &file_idem_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +686,7 @@ func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimResponse.ProtoReflect.Descriptor instead.
 func (*ClaimResponse) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{5}
+	return file_idem_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ClaimResponse) GetOutcome() Outcome {
@@ -665,6 +731,13 @@ func (x *ClaimResponse) GetResponse() *Response {
 	return nil
 }
 
+func (x *ClaimResponse) GetRecoveryPoint() *RecoveryPoint {
+	if x != nil {
+		return x.RecoveryPoint
+	}
+	return nil
+}
+
 type CompleteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            *RecordId              `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -676,7 +749,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_idem_proto_msgTypes[6]
+	mi := &file_idem_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +761,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[6]
+	mi := &file_idem_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +774,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{6}
+	return file_idem_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CompleteRequest) GetId() *RecordId {
@@ -734,7 +807,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_idem_proto_msgTypes[7]
+	mi := &file_idem_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +819,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[7]
+	mi := &file_idem_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +832,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{7}
+	return file_idem_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CompleteResponse) GetOutcome() Outcome {
@@ -779,7 +852,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_idem_proto_msgTypes[8]
+	mi := &file_idem_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +864,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[8]
+	mi := &file_idem_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +877,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{8}
+	return file_idem_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReleaseRequest) GetId() *RecordId {
@@ -830,7 +903,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_idem_proto_msgTypes[9]
+	mi := &file_idem_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +915,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[9]
+	mi := &file_idem_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +928,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{9}
+	return file_idem_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReleaseResponse) GetOutcome() Outcome {
@@ -876,7 +949,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_idem_proto_msgTypes[10]
+	mi := &file_idem_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +961,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[10]
+	mi := &file_idem_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +974,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{10}
+	return file_idem_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExtendRequest) GetId() *RecordId {
@@ -935,7 +1008,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_idem_proto_msgTypes[11]
+	mi := &file_idem_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1020,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[11]
+	mi := &file_idem_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1033,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{11}
+	return file_idem_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExtendResponse) GetOutcome() Outcome {
@@ -977,6 +1050,124 @@ func (x *ExtendResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// CheckpointRequest stores a recovery point on the PENDING record that
+// token holds: point names the step that is done (1-128 bytes of printable
+// ASCII), data is what resuming after it needs (up to 64 KiB).
+type CheckpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            *RecordId              `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	Point         string                 `protobuf:"bytes,3,opt,name=point,proto3" json:"point,omitempty"`
+	Data          []byte                 `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointRequest) Reset() {
+	*x = CheckpointRequest{}
+	mi := &file_idem_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointRequest) ProtoMessage() {}
+
+func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
+func (*CheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CheckpointRequest) GetId() *RecordId {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *CheckpointRequest) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *CheckpointRequest) GetPoint() string {
+	if x != nil {
+		return x.Point
+	}
+	return ""
+}
+
+func (x *CheckpointRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// CheckpointResponse: OK (stored, or the same point and data were), FENCED
+// (another token holds the record, or it is completed), MISMATCH (this
+// point was stored with other data), NOT_FOUND.
+type CheckpointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcome       Outcome                `protobuf:"varint,1,opt,name=outcome,proto3,enum=idem.v1.Outcome" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointResponse) Reset() {
+	*x = CheckpointResponse{}
+	mi := &file_idem_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointResponse) ProtoMessage() {}
+
+func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
+func (*CheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CheckpointResponse) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
 type GetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            *RecordId              `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -987,7 +1178,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_idem_proto_msgTypes[12]
+	mi := &file_idem_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1190,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[12]
+	mi := &file_idem_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1203,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{12}
+	return file_idem_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetRequest) GetId() *RecordId {
@@ -1040,7 +1231,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_idem_proto_msgTypes[13]
+	mi := &file_idem_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1243,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[13]
+	mi := &file_idem_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1256,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{13}
+	return file_idem_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetResponse) GetOutcome() Outcome {
@@ -1094,7 +1285,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_idem_proto_msgTypes[14]
+	mi := &file_idem_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1297,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[14]
+	mi := &file_idem_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1310,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{14}
+	return file_idem_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WaitRequest) GetId() *RecordId {
@@ -1155,7 +1346,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_idem_proto_msgTypes[15]
+	mi := &file_idem_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1358,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[15]
+	mi := &file_idem_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1371,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{15}
+	return file_idem_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WaitResponse) GetOutcome() Outcome {
@@ -1205,7 +1396,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_idem_proto_msgTypes[16]
+	mi := &file_idem_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1408,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[16]
+	mi := &file_idem_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1421,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{16}
+	return file_idem_proto_rawDescGZIP(), []int{19}
 }
 
 type StatusResponse struct {
@@ -1253,7 +1444,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_idem_proto_msgTypes[17]
+	mi := &file_idem_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1265,7 +1456,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[17]
+	mi := &file_idem_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1278,7 +1469,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{17}
+	return file_idem_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -1359,7 +1550,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_idem_proto_msgTypes[18]
+	mi := &file_idem_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1562,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[18]
+	mi := &file_idem_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1575,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{18}
+	return file_idem_proto_rawDescGZIP(), []int{21}
 }
 
 // Member is a server as gossip sees it.
@@ -1402,7 +1593,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_idem_proto_msgTypes[19]
+	mi := &file_idem_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1605,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[19]
+	mi := &file_idem_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1618,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{19}
+	return file_idem_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Member) GetId() string {
@@ -1477,7 +1668,7 @@ type RaftServer struct {
 
 func (x *RaftServer) Reset() {
 	*x = RaftServer{}
-	mi := &file_idem_proto_msgTypes[20]
+	mi := &file_idem_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1680,7 @@ func (x *RaftServer) String() string {
 func (*RaftServer) ProtoMessage() {}
 
 func (x *RaftServer) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[20]
+	mi := &file_idem_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1693,7 @@ func (x *RaftServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftServer.ProtoReflect.Descriptor instead.
 func (*RaftServer) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{20}
+	return file_idem_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RaftServer) GetId() string {
@@ -1536,7 +1727,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_idem_proto_msgTypes[21]
+	mi := &file_idem_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1739,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[21]
+	mi := &file_idem_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1752,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{21}
+	return file_idem_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -1587,7 +1778,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_idem_proto_msgTypes[22]
+	mi := &file_idem_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1790,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[22]
+	mi := &file_idem_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1803,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{22}
+	return file_idem_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -1630,7 +1821,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_idem_proto_msgTypes[23]
+	mi := &file_idem_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1833,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[23]
+	mi := &file_idem_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1846,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{23}
+	return file_idem_proto_rawDescGZIP(), []int{26}
 }
 
 type TransferLeadershipRequest struct {
@@ -1668,7 +1859,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_idem_proto_msgTypes[24]
+	mi := &file_idem_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1871,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[24]
+	mi := &file_idem_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1884,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{24}
+	return file_idem_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TransferLeadershipRequest) GetId() string {
@@ -1711,7 +1902,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_idem_proto_msgTypes[25]
+	mi := &file_idem_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1914,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[25]
+	mi := &file_idem_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +1927,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{25}
+	return file_idem_proto_rawDescGZIP(), []int{28}
 }
 
 type SnapshotRequest struct {
@@ -1747,7 +1938,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_idem_proto_msgTypes[26]
+	mi := &file_idem_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +1950,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[26]
+	mi := &file_idem_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +1963,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{26}
+	return file_idem_proto_rawDescGZIP(), []int{29}
 }
 
 // SnapshotChunk streams a backup: data chunks in order, and the last message
@@ -1787,7 +1978,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_idem_proto_msgTypes[27]
+	mi := &file_idem_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +1990,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[27]
+	mi := &file_idem_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +2003,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{27}
+	return file_idem_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -1844,7 +2035,7 @@ type SnapshotSummary struct {
 
 func (x *SnapshotSummary) Reset() {
 	*x = SnapshotSummary{}
-	mi := &file_idem_proto_msgTypes[28]
+	mi := &file_idem_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +2047,7 @@ func (x *SnapshotSummary) String() string {
 func (*SnapshotSummary) ProtoMessage() {}
 
 func (x *SnapshotSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[28]
+	mi := &file_idem_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +2060,7 @@ func (x *SnapshotSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSummary.ProtoReflect.Descriptor instead.
 func (*SnapshotSummary) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{28}
+	return file_idem_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SnapshotSummary) GetSha256() string {
@@ -1923,7 +2114,10 @@ const file_idem_proto_rawDesc = "" +
 	"\bResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12)\n" +
 	"\aheaders\x18\x02 \x03(\v2\x0f.idem.v1.HeaderR\aheaders\x12\x12\n" +
-	"\x04body\x18\x03 \x01(\fR\x04body\"\xcd\x03\n" +
+	"\x04body\x18\x03 \x01(\fR\x04body\"7\n" +
+	"\rRecoveryPoint\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x8c\x04\n" +
 	"\x06Record\x12!\n" +
 	"\x02id\x18\x01 \x01(\v2\x11.idem.v1.RecordIdR\x02id\x12$\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x0e.idem.v1.StateR\x05state\x12 \n" +
@@ -1937,14 +2131,15 @@ const file_idem_proto_rawDesc = "" +
 	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12=\n" +
 	"\fcompleted_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12-\n" +
 	"\bresponse\x18\n" +
-	" \x01(\v2\x11.idem.v1.ResponseR\bresponse\"\xf6\x01\n" +
+	" \x01(\v2\x11.idem.v1.ResponseR\bresponse\x12=\n" +
+	"\x0erecovery_point\x18\v \x01(\v2\x16.idem.v1.RecoveryPointR\rrecoveryPoint\"\xf6\x01\n" +
 	"\fClaimRequest\x12!\n" +
 	"\x02id\x18\x01 \x01(\v2\x11.idem.v1.RecordIdR\x02id\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\fR\vfingerprint\x12\x14\n" +
 	"\x05owner\x18\x03 \x01(\tR\x05owner\x12/\n" +
 	"\x05lease\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x05lease\x12+\n" +
 	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12-\n" +
-	"\x04wait\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\x9b\x02\n" +
+	"\x04wait\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\xda\x02\n" +
 	"\rClaimResponse\x12*\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x10.idem.v1.OutcomeR\aoutcome\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x18\n" +
@@ -1952,7 +2147,8 @@ const file_idem_proto_rawDesc = "" +
 	"\x10lease_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x129\n" +
 	"\n" +
 	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12-\n" +
-	"\bresponse\x18\x06 \x01(\v2\x11.idem.v1.ResponseR\bresponse\"y\n" +
+	"\bresponse\x18\x06 \x01(\v2\x11.idem.v1.ResponseR\bresponse\x12=\n" +
+	"\x0erecovery_point\x18\a \x01(\v2\x16.idem.v1.RecoveryPointR\rrecoveryPoint\"y\n" +
 	"\x0fCompleteRequest\x12!\n" +
 	"\x02id\x18\x01 \x01(\v2\x11.idem.v1.RecordIdR\x02id\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12-\n" +
@@ -1970,7 +2166,14 @@ const file_idem_proto_rawDesc = "" +
 	"\x05lease\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05lease\"\x82\x01\n" +
 	"\x0eExtendResponse\x12*\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x10.idem.v1.OutcomeR\aoutcome\x12D\n" +
-	"\x10lease_expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\"g\n" +
+	"\x10lease_expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\"v\n" +
+	"\x11CheckpointRequest\x12!\n" +
+	"\x02id\x18\x01 \x01(\v2\x11.idem.v1.RecordIdR\x02id\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05point\x18\x03 \x01(\tR\x05point\x12\x12\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\"@\n" +
+	"\x12CheckpointResponse\x12*\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x10.idem.v1.OutcomeR\aoutcome\"g\n" +
 	"\n" +
 	"GetRequest\x12!\n" +
 	"\x02id\x18\x01 \x01(\v2\x11.idem.v1.RecordIdR\x02id\x126\n" +
@@ -2047,14 +2250,16 @@ const file_idem_proto_rawDesc = "" +
 	"\x0fSTATE_COMPLETED\x10\x02*B\n" +
 	"\vConsistency\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x012\xe6\x02\n" +
+	"\x11CONSISTENCY_STALE\x10\x012\xad\x03\n" +
 	"\vIdempotency\x126\n" +
 	"\x05Claim\x12\x15.idem.v1.ClaimRequest\x1a\x16.idem.v1.ClaimResponse\x12?\n" +
 	"\bComplete\x12\x18.idem.v1.CompleteRequest\x1a\x19.idem.v1.CompleteResponse\x12<\n" +
 	"\aRelease\x12\x17.idem.v1.ReleaseRequest\x1a\x18.idem.v1.ReleaseResponse\x129\n" +
 	"\x06Extend\x12\x16.idem.v1.ExtendRequest\x1a\x17.idem.v1.ExtendResponse\x120\n" +
 	"\x03Get\x12\x13.idem.v1.GetRequest\x1a\x14.idem.v1.GetResponse\x123\n" +
-	"\x04Wait\x12\x14.idem.v1.WaitRequest\x1a\x15.idem.v1.WaitResponse2\xec\x02\n" +
+	"\x04Wait\x12\x14.idem.v1.WaitRequest\x1a\x15.idem.v1.WaitResponse\x12E\n" +
+	"\n" +
+	"Checkpoint\x12\x1a.idem.v1.CheckpointRequest\x1a\x1b.idem.v1.CheckpointResponse2\xec\x02\n" +
 	"\x05Admin\x129\n" +
 	"\x06Status\x12\x16.idem.v1.StatusRequest\x1a\x17.idem.v1.StatusResponse\x12<\n" +
 	"\aMembers\x12\x17.idem.v1.MembersRequest\x1a\x18.idem.v1.MembersResponse\x12K\n" +
@@ -2075,7 +2280,7 @@ func file_idem_proto_rawDescGZIP() []byte {
 }
 
 var file_idem_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_idem_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_idem_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_idem_proto_goTypes = []any{
 	(Outcome)(0),                       // 0: idem.v1.Outcome
 	(State)(0),                         // 1: idem.v1.State
@@ -2083,101 +2288,110 @@ var file_idem_proto_goTypes = []any{
 	(*RecordId)(nil),                   // 3: idem.v1.RecordId
 	(*Header)(nil),                     // 4: idem.v1.Header
 	(*Response)(nil),                   // 5: idem.v1.Response
-	(*Record)(nil),                     // 6: idem.v1.Record
-	(*ClaimRequest)(nil),               // 7: idem.v1.ClaimRequest
-	(*ClaimResponse)(nil),              // 8: idem.v1.ClaimResponse
-	(*CompleteRequest)(nil),            // 9: idem.v1.CompleteRequest
-	(*CompleteResponse)(nil),           // 10: idem.v1.CompleteResponse
-	(*ReleaseRequest)(nil),             // 11: idem.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),            // 12: idem.v1.ReleaseResponse
-	(*ExtendRequest)(nil),              // 13: idem.v1.ExtendRequest
-	(*ExtendResponse)(nil),             // 14: idem.v1.ExtendResponse
-	(*GetRequest)(nil),                 // 15: idem.v1.GetRequest
-	(*GetResponse)(nil),                // 16: idem.v1.GetResponse
-	(*WaitRequest)(nil),                // 17: idem.v1.WaitRequest
-	(*WaitResponse)(nil),               // 18: idem.v1.WaitResponse
-	(*StatusRequest)(nil),              // 19: idem.v1.StatusRequest
-	(*StatusResponse)(nil),             // 20: idem.v1.StatusResponse
-	(*MembersRequest)(nil),             // 21: idem.v1.MembersRequest
-	(*Member)(nil),                     // 22: idem.v1.Member
-	(*RaftServer)(nil),                 // 23: idem.v1.RaftServer
-	(*MembersResponse)(nil),            // 24: idem.v1.MembersResponse
-	(*RemoveMemberRequest)(nil),        // 25: idem.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 26: idem.v1.RemoveMemberResponse
-	(*TransferLeadershipRequest)(nil),  // 27: idem.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 28: idem.v1.TransferLeadershipResponse
-	(*SnapshotRequest)(nil),            // 29: idem.v1.SnapshotRequest
-	(*SnapshotChunk)(nil),              // 30: idem.v1.SnapshotChunk
-	(*SnapshotSummary)(nil),            // 31: idem.v1.SnapshotSummary
-	(*timestamppb.Timestamp)(nil),      // 32: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 33: google.protobuf.Duration
+	(*RecoveryPoint)(nil),              // 6: idem.v1.RecoveryPoint
+	(*Record)(nil),                     // 7: idem.v1.Record
+	(*ClaimRequest)(nil),               // 8: idem.v1.ClaimRequest
+	(*ClaimResponse)(nil),              // 9: idem.v1.ClaimResponse
+	(*CompleteRequest)(nil),            // 10: idem.v1.CompleteRequest
+	(*CompleteResponse)(nil),           // 11: idem.v1.CompleteResponse
+	(*ReleaseRequest)(nil),             // 12: idem.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 13: idem.v1.ReleaseResponse
+	(*ExtendRequest)(nil),              // 14: idem.v1.ExtendRequest
+	(*ExtendResponse)(nil),             // 15: idem.v1.ExtendResponse
+	(*CheckpointRequest)(nil),          // 16: idem.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),         // 17: idem.v1.CheckpointResponse
+	(*GetRequest)(nil),                 // 18: idem.v1.GetRequest
+	(*GetResponse)(nil),                // 19: idem.v1.GetResponse
+	(*WaitRequest)(nil),                // 20: idem.v1.WaitRequest
+	(*WaitResponse)(nil),               // 21: idem.v1.WaitResponse
+	(*StatusRequest)(nil),              // 22: idem.v1.StatusRequest
+	(*StatusResponse)(nil),             // 23: idem.v1.StatusResponse
+	(*MembersRequest)(nil),             // 24: idem.v1.MembersRequest
+	(*Member)(nil),                     // 25: idem.v1.Member
+	(*RaftServer)(nil),                 // 26: idem.v1.RaftServer
+	(*MembersResponse)(nil),            // 27: idem.v1.MembersResponse
+	(*RemoveMemberRequest)(nil),        // 28: idem.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 29: idem.v1.RemoveMemberResponse
+	(*TransferLeadershipRequest)(nil),  // 30: idem.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 31: idem.v1.TransferLeadershipResponse
+	(*SnapshotRequest)(nil),            // 32: idem.v1.SnapshotRequest
+	(*SnapshotChunk)(nil),              // 33: idem.v1.SnapshotChunk
+	(*SnapshotSummary)(nil),            // 34: idem.v1.SnapshotSummary
+	(*timestamppb.Timestamp)(nil),      // 35: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 36: google.protobuf.Duration
 }
 var file_idem_proto_depIdxs = []int32{
 	4,  // 0: idem.v1.Response.headers:type_name -> idem.v1.Header
 	3,  // 1: idem.v1.Record.id:type_name -> idem.v1.RecordId
 	1,  // 2: idem.v1.Record.state:type_name -> idem.v1.State
-	32, // 3: idem.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
-	32, // 4: idem.v1.Record.created_at:type_name -> google.protobuf.Timestamp
-	32, // 5: idem.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
-	32, // 6: idem.v1.Record.completed_at:type_name -> google.protobuf.Timestamp
+	35, // 3: idem.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
+	35, // 4: idem.v1.Record.created_at:type_name -> google.protobuf.Timestamp
+	35, // 5: idem.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
+	35, // 6: idem.v1.Record.completed_at:type_name -> google.protobuf.Timestamp
 	5,  // 7: idem.v1.Record.response:type_name -> idem.v1.Response
-	3,  // 8: idem.v1.ClaimRequest.id:type_name -> idem.v1.RecordId
-	33, // 9: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
-	33, // 10: idem.v1.ClaimRequest.ttl:type_name -> google.protobuf.Duration
-	33, // 11: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
-	0,  // 12: idem.v1.ClaimResponse.outcome:type_name -> idem.v1.Outcome
-	32, // 13: idem.v1.ClaimResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	32, // 14: idem.v1.ClaimResponse.expires_at:type_name -> google.protobuf.Timestamp
-	5,  // 15: idem.v1.ClaimResponse.response:type_name -> idem.v1.Response
-	3,  // 16: idem.v1.CompleteRequest.id:type_name -> idem.v1.RecordId
-	5,  // 17: idem.v1.CompleteRequest.response:type_name -> idem.v1.Response
-	0,  // 18: idem.v1.CompleteResponse.outcome:type_name -> idem.v1.Outcome
-	3,  // 19: idem.v1.ReleaseRequest.id:type_name -> idem.v1.RecordId
-	0,  // 20: idem.v1.ReleaseResponse.outcome:type_name -> idem.v1.Outcome
-	3,  // 21: idem.v1.ExtendRequest.id:type_name -> idem.v1.RecordId
-	33, // 22: idem.v1.ExtendRequest.lease:type_name -> google.protobuf.Duration
-	0,  // 23: idem.v1.ExtendResponse.outcome:type_name -> idem.v1.Outcome
-	32, // 24: idem.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 25: idem.v1.GetRequest.id:type_name -> idem.v1.RecordId
-	2,  // 26: idem.v1.GetRequest.consistency:type_name -> idem.v1.Consistency
-	0,  // 27: idem.v1.GetResponse.outcome:type_name -> idem.v1.Outcome
-	6,  // 28: idem.v1.GetResponse.record:type_name -> idem.v1.Record
-	3,  // 29: idem.v1.WaitRequest.id:type_name -> idem.v1.RecordId
-	33, // 30: idem.v1.WaitRequest.timeout:type_name -> google.protobuf.Duration
-	2,  // 31: idem.v1.WaitRequest.consistency:type_name -> idem.v1.Consistency
-	0,  // 32: idem.v1.WaitResponse.outcome:type_name -> idem.v1.Outcome
-	6,  // 33: idem.v1.WaitResponse.record:type_name -> idem.v1.Record
-	32, // 34: idem.v1.StatusResponse.fsm_time:type_name -> google.protobuf.Timestamp
-	22, // 35: idem.v1.MembersResponse.members:type_name -> idem.v1.Member
-	23, // 36: idem.v1.MembersResponse.servers:type_name -> idem.v1.RaftServer
-	31, // 37: idem.v1.SnapshotChunk.summary:type_name -> idem.v1.SnapshotSummary
-	7,  // 38: idem.v1.Idempotency.Claim:input_type -> idem.v1.ClaimRequest
-	9,  // 39: idem.v1.Idempotency.Complete:input_type -> idem.v1.CompleteRequest
-	11, // 40: idem.v1.Idempotency.Release:input_type -> idem.v1.ReleaseRequest
-	13, // 41: idem.v1.Idempotency.Extend:input_type -> idem.v1.ExtendRequest
-	15, // 42: idem.v1.Idempotency.Get:input_type -> idem.v1.GetRequest
-	17, // 43: idem.v1.Idempotency.Wait:input_type -> idem.v1.WaitRequest
-	19, // 44: idem.v1.Admin.Status:input_type -> idem.v1.StatusRequest
-	21, // 45: idem.v1.Admin.Members:input_type -> idem.v1.MembersRequest
-	25, // 46: idem.v1.Admin.RemoveMember:input_type -> idem.v1.RemoveMemberRequest
-	27, // 47: idem.v1.Admin.TransferLeadership:input_type -> idem.v1.TransferLeadershipRequest
-	29, // 48: idem.v1.Admin.Snapshot:input_type -> idem.v1.SnapshotRequest
-	8,  // 49: idem.v1.Idempotency.Claim:output_type -> idem.v1.ClaimResponse
-	10, // 50: idem.v1.Idempotency.Complete:output_type -> idem.v1.CompleteResponse
-	12, // 51: idem.v1.Idempotency.Release:output_type -> idem.v1.ReleaseResponse
-	14, // 52: idem.v1.Idempotency.Extend:output_type -> idem.v1.ExtendResponse
-	16, // 53: idem.v1.Idempotency.Get:output_type -> idem.v1.GetResponse
-	18, // 54: idem.v1.Idempotency.Wait:output_type -> idem.v1.WaitResponse
-	20, // 55: idem.v1.Admin.Status:output_type -> idem.v1.StatusResponse
-	24, // 56: idem.v1.Admin.Members:output_type -> idem.v1.MembersResponse
-	26, // 57: idem.v1.Admin.RemoveMember:output_type -> idem.v1.RemoveMemberResponse
-	28, // 58: idem.v1.Admin.TransferLeadership:output_type -> idem.v1.TransferLeadershipResponse
-	30, // 59: idem.v1.Admin.Snapshot:output_type -> idem.v1.SnapshotChunk
-	49, // [49:60] is the sub-list for method output_type
-	38, // [38:49] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	6,  // 8: idem.v1.Record.recovery_point:type_name -> idem.v1.RecoveryPoint
+	3,  // 9: idem.v1.ClaimRequest.id:type_name -> idem.v1.RecordId
+	36, // 10: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
+	36, // 11: idem.v1.ClaimRequest.ttl:type_name -> google.protobuf.Duration
+	36, // 12: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	0,  // 13: idem.v1.ClaimResponse.outcome:type_name -> idem.v1.Outcome
+	35, // 14: idem.v1.ClaimResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	35, // 15: idem.v1.ClaimResponse.expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 16: idem.v1.ClaimResponse.response:type_name -> idem.v1.Response
+	6,  // 17: idem.v1.ClaimResponse.recovery_point:type_name -> idem.v1.RecoveryPoint
+	3,  // 18: idem.v1.CompleteRequest.id:type_name -> idem.v1.RecordId
+	5,  // 19: idem.v1.CompleteRequest.response:type_name -> idem.v1.Response
+	0,  // 20: idem.v1.CompleteResponse.outcome:type_name -> idem.v1.Outcome
+	3,  // 21: idem.v1.ReleaseRequest.id:type_name -> idem.v1.RecordId
+	0,  // 22: idem.v1.ReleaseResponse.outcome:type_name -> idem.v1.Outcome
+	3,  // 23: idem.v1.ExtendRequest.id:type_name -> idem.v1.RecordId
+	36, // 24: idem.v1.ExtendRequest.lease:type_name -> google.protobuf.Duration
+	0,  // 25: idem.v1.ExtendResponse.outcome:type_name -> idem.v1.Outcome
+	35, // 26: idem.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 27: idem.v1.CheckpointRequest.id:type_name -> idem.v1.RecordId
+	0,  // 28: idem.v1.CheckpointResponse.outcome:type_name -> idem.v1.Outcome
+	3,  // 29: idem.v1.GetRequest.id:type_name -> idem.v1.RecordId
+	2,  // 30: idem.v1.GetRequest.consistency:type_name -> idem.v1.Consistency
+	0,  // 31: idem.v1.GetResponse.outcome:type_name -> idem.v1.Outcome
+	7,  // 32: idem.v1.GetResponse.record:type_name -> idem.v1.Record
+	3,  // 33: idem.v1.WaitRequest.id:type_name -> idem.v1.RecordId
+	36, // 34: idem.v1.WaitRequest.timeout:type_name -> google.protobuf.Duration
+	2,  // 35: idem.v1.WaitRequest.consistency:type_name -> idem.v1.Consistency
+	0,  // 36: idem.v1.WaitResponse.outcome:type_name -> idem.v1.Outcome
+	7,  // 37: idem.v1.WaitResponse.record:type_name -> idem.v1.Record
+	35, // 38: idem.v1.StatusResponse.fsm_time:type_name -> google.protobuf.Timestamp
+	25, // 39: idem.v1.MembersResponse.members:type_name -> idem.v1.Member
+	26, // 40: idem.v1.MembersResponse.servers:type_name -> idem.v1.RaftServer
+	34, // 41: idem.v1.SnapshotChunk.summary:type_name -> idem.v1.SnapshotSummary
+	8,  // 42: idem.v1.Idempotency.Claim:input_type -> idem.v1.ClaimRequest
+	10, // 43: idem.v1.Idempotency.Complete:input_type -> idem.v1.CompleteRequest
+	12, // 44: idem.v1.Idempotency.Release:input_type -> idem.v1.ReleaseRequest
+	14, // 45: idem.v1.Idempotency.Extend:input_type -> idem.v1.ExtendRequest
+	18, // 46: idem.v1.Idempotency.Get:input_type -> idem.v1.GetRequest
+	20, // 47: idem.v1.Idempotency.Wait:input_type -> idem.v1.WaitRequest
+	16, // 48: idem.v1.Idempotency.Checkpoint:input_type -> idem.v1.CheckpointRequest
+	22, // 49: idem.v1.Admin.Status:input_type -> idem.v1.StatusRequest
+	24, // 50: idem.v1.Admin.Members:input_type -> idem.v1.MembersRequest
+	28, // 51: idem.v1.Admin.RemoveMember:input_type -> idem.v1.RemoveMemberRequest
+	30, // 52: idem.v1.Admin.TransferLeadership:input_type -> idem.v1.TransferLeadershipRequest
+	32, // 53: idem.v1.Admin.Snapshot:input_type -> idem.v1.SnapshotRequest
+	9,  // 54: idem.v1.Idempotency.Claim:output_type -> idem.v1.ClaimResponse
+	11, // 55: idem.v1.Idempotency.Complete:output_type -> idem.v1.CompleteResponse
+	13, // 56: idem.v1.Idempotency.Release:output_type -> idem.v1.ReleaseResponse
+	15, // 57: idem.v1.Idempotency.Extend:output_type -> idem.v1.ExtendResponse
+	19, // 58: idem.v1.Idempotency.Get:output_type -> idem.v1.GetResponse
+	21, // 59: idem.v1.Idempotency.Wait:output_type -> idem.v1.WaitResponse
+	17, // 60: idem.v1.Idempotency.Checkpoint:output_type -> idem.v1.CheckpointResponse
+	23, // 61: idem.v1.Admin.Status:output_type -> idem.v1.StatusResponse
+	27, // 62: idem.v1.Admin.Members:output_type -> idem.v1.MembersResponse
+	29, // 63: idem.v1.Admin.RemoveMember:output_type -> idem.v1.RemoveMemberResponse
+	31, // 64: idem.v1.Admin.TransferLeadership:output_type -> idem.v1.TransferLeadershipResponse
+	33, // 65: idem.v1.Admin.Snapshot:output_type -> idem.v1.SnapshotChunk
+	54, // [54:66] is the sub-list for method output_type
+	42, // [42:54] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_idem_proto_init() }
@@ -2191,7 +2405,7 @@ func file_idem_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idem_proto_rawDesc), len(file_idem_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   29,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

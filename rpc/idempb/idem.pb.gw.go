@@ -197,6 +197,33 @@ func local_request_Idempotency_Wait_0(ctx context.Context, marshaler runtime.Mar
 	return msg, metadata, err
 }
 
+func request_Idempotency_Checkpoint_0(ctx context.Context, marshaler runtime.Marshaler, client IdempotencyClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CheckpointRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.Checkpoint(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_Idempotency_Checkpoint_0(ctx context.Context, marshaler runtime.Marshaler, server IdempotencyServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CheckpointRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.Checkpoint(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 func request_Admin_Status_0(ctx context.Context, marshaler runtime.Marshaler, client AdminClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq StatusRequest
@@ -448,6 +475,26 @@ func RegisterIdempotencyHandlerServer(ctx context.Context, mux *runtime.ServeMux
 		}
 		forward_Idempotency_Wait_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_Idempotency_Checkpoint_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/idem.v1.Idempotency/Checkpoint", runtime.WithHTTPPathPattern("/v1/checkpoint"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_Idempotency_Checkpoint_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_Idempotency_Checkpoint_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 
 	return nil
 }
@@ -687,25 +734,44 @@ func RegisterIdempotencyHandlerClient(ctx context.Context, mux *runtime.ServeMux
 		}
 		forward_Idempotency_Wait_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_Idempotency_Checkpoint_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/idem.v1.Idempotency/Checkpoint", runtime.WithHTTPPathPattern("/v1/checkpoint"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_Idempotency_Checkpoint_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_Idempotency_Checkpoint_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
 var (
-	pattern_Idempotency_Claim_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "claim"}, ""))
-	pattern_Idempotency_Complete_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "complete"}, ""))
-	pattern_Idempotency_Release_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "release"}, ""))
-	pattern_Idempotency_Extend_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "extend"}, ""))
-	pattern_Idempotency_Get_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "get"}, ""))
-	pattern_Idempotency_Wait_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "wait"}, ""))
+	pattern_Idempotency_Claim_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "claim"}, ""))
+	pattern_Idempotency_Complete_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "complete"}, ""))
+	pattern_Idempotency_Release_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "release"}, ""))
+	pattern_Idempotency_Extend_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "extend"}, ""))
+	pattern_Idempotency_Get_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "get"}, ""))
+	pattern_Idempotency_Wait_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "wait"}, ""))
+	pattern_Idempotency_Checkpoint_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "checkpoint"}, ""))
 )
 
 var (
-	forward_Idempotency_Claim_0    = runtime.ForwardResponseMessage
-	forward_Idempotency_Complete_0 = runtime.ForwardResponseMessage
-	forward_Idempotency_Release_0  = runtime.ForwardResponseMessage
-	forward_Idempotency_Extend_0   = runtime.ForwardResponseMessage
-	forward_Idempotency_Get_0      = runtime.ForwardResponseMessage
-	forward_Idempotency_Wait_0     = runtime.ForwardResponseMessage
+	forward_Idempotency_Claim_0      = runtime.ForwardResponseMessage
+	forward_Idempotency_Complete_0   = runtime.ForwardResponseMessage
+	forward_Idempotency_Release_0    = runtime.ForwardResponseMessage
+	forward_Idempotency_Extend_0     = runtime.ForwardResponseMessage
+	forward_Idempotency_Get_0        = runtime.ForwardResponseMessage
+	forward_Idempotency_Wait_0       = runtime.ForwardResponseMessage
+	forward_Idempotency_Checkpoint_0 = runtime.ForwardResponseMessage
 )
 
 // RegisterAdminHandlerFromEndpoint is same as RegisterAdminHandler but

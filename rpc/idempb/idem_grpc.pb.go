@@ -25,12 +25,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Idempotency_Claim_FullMethodName    = "/idem.v1.Idempotency/Claim"
-	Idempotency_Complete_FullMethodName = "/idem.v1.Idempotency/Complete"
-	Idempotency_Release_FullMethodName  = "/idem.v1.Idempotency/Release"
-	Idempotency_Extend_FullMethodName   = "/idem.v1.Idempotency/Extend"
-	Idempotency_Get_FullMethodName      = "/idem.v1.Idempotency/Get"
-	Idempotency_Wait_FullMethodName     = "/idem.v1.Idempotency/Wait"
+	Idempotency_Claim_FullMethodName      = "/idem.v1.Idempotency/Claim"
+	Idempotency_Complete_FullMethodName   = "/idem.v1.Idempotency/Complete"
+	Idempotency_Release_FullMethodName    = "/idem.v1.Idempotency/Release"
+	Idempotency_Extend_FullMethodName     = "/idem.v1.Idempotency/Extend"
+	Idempotency_Get_FullMethodName        = "/idem.v1.Idempotency/Get"
+	Idempotency_Wait_FullMethodName       = "/idem.v1.Idempotency/Wait"
+	Idempotency_Checkpoint_FullMethodName = "/idem.v1.Idempotency/Checkpoint"
 )
 
 // IdempotencyClient is the client API for Idempotency service.
@@ -46,6 +47,7 @@ type IdempotencyClient interface {
 	Extend(ctx context.Context, in *ExtendRequest, opts ...grpc.CallOption) (*ExtendResponse, error)
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*WaitResponse, error)
+	Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error)
 }
 
 type idempotencyClient struct {
@@ -116,6 +118,16 @@ func (c *idempotencyClient) Wait(ctx context.Context, in *WaitRequest, opts ...g
 	return out, nil
 }
 
+func (c *idempotencyClient) Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckpointResponse)
+	err := c.cc.Invoke(ctx, Idempotency_Checkpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IdempotencyServer is the server API for Idempotency service.
 // All implementations must embed UnimplementedIdempotencyServer
 // for forward compatibility.
@@ -129,6 +141,7 @@ type IdempotencyServer interface {
 	Extend(context.Context, *ExtendRequest) (*ExtendResponse, error)
 	Get(context.Context, *GetRequest) (*GetResponse, error)
 	Wait(context.Context, *WaitRequest) (*WaitResponse, error)
+	Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error)
 	mustEmbedUnimplementedIdempotencyServer()
 }
 
@@ -156,6 +169,9 @@ func (UnimplementedIdempotencyServer) Get(context.Context, *GetRequest) (*GetRes
 }
 func (UnimplementedIdempotencyServer) Wait(context.Context, *WaitRequest) (*WaitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Wait not implemented")
+}
+func (UnimplementedIdempotencyServer) Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Checkpoint not implemented")
 }
 func (UnimplementedIdempotencyServer) mustEmbedUnimplementedIdempotencyServer() {}
 func (UnimplementedIdempotencyServer) testEmbeddedByValue()                     {}
@@ -286,6 +302,24 @@ func _Idempotency_Wait_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Idempotency_Checkpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServer).Checkpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Idempotency_Checkpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServer).Checkpoint(ctx, req.(*CheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Idempotency_ServiceDesc is the grpc.ServiceDesc for Idempotency service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -316,6 +350,10 @@ var Idempotency_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Wait",
 			Handler:    _Idempotency_Wait_Handler,
+		},
+		{
+			MethodName: "Checkpoint",
+			Handler:    _Idempotency_Checkpoint_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
