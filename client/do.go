@@ -97,7 +97,7 @@ func (c *Client) Do(ctx context.Context, id ID, fingerprint []byte, fn func(cont
 	}
 	switch claim.Outcome {
 	case OutcomeWon:
-		return c.run(ctx, id, claim.Token, fn, o)
+		return c.run(ctx, &Run{c: c, id: id, token: claim.Token, resume: claim.RecoveryPoint}, fn, o)
 	case OutcomeCompleted:
 		res := Result{Replayed: true, Token: claim.Token}
 		if claim.Response != nil {
@@ -112,9 +112,10 @@ func (c *Client) Do(ctx context.Context, id ID, fingerprint []byte, fn func(cont
 	return Result{}, fmt.Errorf("do %s: unexpected claim outcome %s", id, claim.Outcome)
 }
 
-// run executes fn as the holder of token and records what it returned.
-func (c *Client) run(ctx context.Context, id ID, token uint64, fn func(context.Context) (Response, error), o callOptions) (Result, error) {
-	runCtx, cancel := context.WithCancelCause(context.WithValue(ctx, holderKey{}, token))
+// run executes fn as the holder of the claim r and records what it returned.
+func (c *Client) run(ctx context.Context, r *Run, fn func(context.Context) (Response, error), o callOptions) (Result, error) {
+	id, token := r.id, r.token
+	runCtx, cancel := context.WithCancelCause(context.WithValue(ctx, runKey{}, r))
 	defer cancel(nil)
 	stopExtending := c.keepLease(runCtx, cancel, id, token, o.lease)
 	returned := false
@@ -164,15 +165,77 @@ func (c *Client) run(ctx context.Context, id ID, token uint64, fn func(context.C
 	return res, fnErr
 }
 
-// holderKey carries the fencing token of the claim fn runs under.
-type holderKey struct{}
+// runKey carries the *Run fn runs under.
+type runKey struct{}
+
+// Run is the claim Do runs fn under, read from fn's context with RunFrom.
+// A multi-step operation records each step it finishes with Checkpoint; if
+// the run dies between steps, the call that takes the record over runs fn
+// again, and Resume tells fn which steps are done and what they produced:
+//
+//	run, _ := client.RunFrom(ctx)
+//	charge, resumed := run.Resume()
+//	if !resumed || charge.Name != "charged" {
+//		id, err := payments.Charge(ctx, ...)
+//		...
+//		if err := run.Checkpoint(ctx, "charged", []byte(id)); err != nil { ... }
+//	}
+//	receipts.Send(ctx, ...)
+type Run struct {
+	c      *Client
+	id     ID
+	token  uint64
+	resume *RecoveryPoint
+}
+
+// RunFrom returns the Run that Do runs fn under; ok is false outside fn.
+func RunFrom(ctx context.Context) (r *Run, ok bool) {
+	r, ok = ctx.Value(runKey{}).(*Run)
+	return r, ok
+}
+
+// Token is the fencing token of the claim: fn can pass it on (to a log
+// line, a downstream system that rejects stale tokens).
+func (r *Run) Token() uint64 { return r.token }
+
+// Resume returns the recovery point this run took over from: the last step
+// a previous holder recorded as done, and its data. ok is false on a first
+// attempt, or when the previous holder recorded none.
+func (r *Run) Resume() (point RecoveryPoint, ok bool) {
+	if r.resume == nil {
+		return RecoveryPoint{}, false
+	}
+	return *r.resume, true
+}
+
+// Checkpoint records that step point is done, with the data resuming after
+// it needs (up to 64 KiB). Calling it again with the same point and data is
+// harmless. It returns an error wrapping ErrFenced when the run no longer
+// holds the record (stop: another holder runs), and one wrapping
+// ErrMismatch when point was recorded with other data.
+func (r *Run) Checkpoint(ctx context.Context, point string, data []byte) error {
+	outcome, err := r.c.Checkpoint(ctx, r.id, r.token, point, data)
+	switch {
+	case err != nil:
+		return err
+	case outcome == OutcomeFenced || outcome == OutcomeNotFound:
+		return fmt.Errorf("checkpoint %s of %s: %s: %w", point, r.id, outcome, ErrFenced)
+	case outcome == OutcomeMismatch:
+		return fmt.Errorf("checkpoint %s of %s: recorded before with other data: %w", point, r.id, ErrMismatch)
+	case outcome != OutcomeOK:
+		return fmt.Errorf("checkpoint %s of %s: %s", point, r.id, outcome)
+	}
+	return nil
+}
 
 // HolderToken is the fencing token of the claim that Do runs fn under, read
-// from fn's context: fn can pass it on (to a log line, a downstream system
-// that rejects stale tokens). ok is false outside fn.
+// from fn's context (RunFrom(ctx).Token()). ok is false outside fn.
 func HolderToken(ctx context.Context) (token uint64, ok bool) {
-	token, ok = ctx.Value(holderKey{}).(uint64)
-	return token, ok
+	r, ok := RunFrom(ctx)
+	if !ok {
+		return 0, false
+	}
+	return r.token, true
 }
 
 // finish completes or releases the key. It outlives ctx's cancellation:

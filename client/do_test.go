@@ -258,3 +258,84 @@ func TestDoUnstorableResponseReleases(t *testing.T) {
 		t.Errorf("get after an unstorable response = %v, want ErrNotFound", err)
 	}
 }
+
+// TestDoResumesAfterACrashBetweenSteps: a holder charges, records the
+// step, and dies before the receipt (no release: its lease runs out). The
+// next Do takes the record over and resumes after the charge: the card is
+// charged once, the receipt sent once.
+func TestDoResumesAfterACrashBetweenSteps(t *testing.T) {
+	t.Parallel()
+	cl := newClient(t, shared)
+	ctx := testCtx(t)
+	id, fp := newID(), []byte("ride")
+	var charges, receipts atomic.Int64
+	ride := func(ctx context.Context) (client.Response, error) {
+		run, _ := client.RunFrom(ctx)
+		charge, resumed := run.Resume()
+		if !resumed {
+			charge = client.RecoveryPoint{Name: "charged", Data: []byte(fmt.Sprint("ch_", charges.Add(1)))}
+			if err := run.Checkpoint(ctx, charge.Name, charge.Data); err != nil {
+				return client.Response{}, err
+			}
+		}
+		receipts.Add(1)
+		return client.Response{Status: 201, Body: charge.Data}, nil
+	}
+
+	// The first holder, by hand: claims, charges, records it, dies.
+	won, err := cl.Claim(ctx, id, fp, client.WithLease(time.Second))
+	if err != nil || won.Outcome != client.OutcomeWon {
+		t.Fatalf("claim: %+v %v", won, err)
+	}
+	charges.Add(1)
+	if out, err := cl.Checkpoint(ctx, id, won.Token, "charged", []byte("ch_1")); err != nil || out != client.OutcomeOK {
+		t.Fatalf("checkpoint: %v %v", out, err)
+	}
+
+	res, err := cl.Do(ctx, id, fp, ride, client.WithWait(5*time.Second))
+	if err != nil || !res.Executed || string(res.Response.Body) != "ch_1" {
+		t.Fatalf("do after the crash: %+v %v", res, err)
+	}
+	if charges.Load() != 1 || receipts.Load() != 1 {
+		t.Fatalf("%d charges and %d receipts, want one of each", charges.Load(), receipts.Load())
+	}
+	again, err := cl.Do(ctx, id, fp, ride)
+	if err != nil || !again.Replayed || string(again.Response.Body) != "ch_1" {
+		t.Fatalf("retry after completion: %+v %v", again, err)
+	}
+}
+
+// TestRunCheckpointOutcomes: the same point with other data is a mismatch,
+// and a run that lost its record is fenced.
+func TestRunCheckpointOutcomes(t *testing.T) {
+	t.Parallel()
+	cl := newClient(t, shared)
+	ctx := testCtx(t)
+	_, err := cl.Do(ctx, newID(), []byte("fp"), func(ctx context.Context) (client.Response, error) {
+		run, _ := client.RunFrom(ctx)
+		if _, ok := run.Resume(); ok {
+			t.Error("a first run resumes")
+		}
+		if err := run.Checkpoint(ctx, "charged", []byte("a")); err != nil {
+			return client.Response{}, err
+		}
+		if err := run.Checkpoint(ctx, "charged", []byte("a")); err != nil {
+			return client.Response{}, fmt.Errorf("the same checkpoint again: %w", err)
+		}
+		if err := run.Checkpoint(ctx, "charged", []byte("b")); !errors.Is(err, client.ErrMismatch) {
+			return client.Response{}, fmt.Errorf("other data for the same point: %v, want ErrMismatch", err)
+		}
+		return client.Response{Status: 200}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := newID()
+	won, err := cl.Claim(ctx, id, []byte("fp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cl.Checkpoint(ctx, id, won.Token+1, "charged", nil); err != nil || out != client.OutcomeFenced {
+		t.Fatalf("checkpoint by another token: %v %v", out, err)
+	}
+}

@@ -151,3 +151,53 @@ func ExampleFingerprint() {
 	// true
 	// false
 }
+
+// A multi-step operation records each step it finishes. When a run fails
+// between the steps (here the receipt service is down; a crash is the same,
+// once the lease runs out), the next call resumes after the last step
+// instead of charging the card again.
+func ExampleRun_Checkpoint() {
+	c, err := client.New(client.Config{Addrs: []string{"127.0.70.11:17400", "127.0.70.12:17400", "127.0.70.13:17400"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	id := client.ID{Tenant: "acme", Scope: "POST /v1/rides", Key: client.NewKey()}
+	fingerprint := client.Fingerprint([]byte("ride"), []byte(`{"from":"A","to":"B"}`))
+
+	receiptsDown := true
+	ride := func(ctx context.Context) (client.Response, error) {
+		run, _ := client.RunFrom(ctx)
+		charge, resumed := run.Resume()
+		if resumed {
+			fmt.Println("resuming after", charge.Name, string(charge.Data))
+		} else {
+			fmt.Println("charging the card")
+			charge = client.RecoveryPoint{Name: "charged", Data: []byte("ch_1")}
+			if err := run.Checkpoint(ctx, charge.Name, charge.Data); err != nil {
+				return client.Response{}, err
+			}
+		}
+		if receiptsDown {
+			return client.Response{}, errors.New("receipt service unavailable") // transient
+		}
+		fmt.Println("sending the receipt for", string(charge.Data))
+		return client.Response{Status: 201, Body: charge.Data}, nil
+	}
+	if _, err := c.Do(ctx, id, fingerprint, ride); err != nil {
+		fmt.Println("first attempt:", err)
+	}
+	receiptsDown = false
+	res, err := c.Do(ctx, id, fingerprint, ride)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(res.Response.Status, string(res.Response.Body))
+	// Output:
+	// charging the card
+	// first attempt: receipt service unavailable
+	// resuming after charged ch_1
+	// sending the receipt for ch_1
+	// 201 ch_1
+}

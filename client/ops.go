@@ -55,6 +55,7 @@ func (c *Client) claim(ctx context.Context, id ID, fingerprint []byte, o callOpt
 		ExpiresAt:      timeOf(resp.GetExpiresAt()),
 		Response:       responseOf(resp.GetResponse()),
 		Owner:          owner,
+		RecoveryPoint:  recoveryPointOf(resp.GetRecoveryPoint()),
 	}, nil
 }
 
@@ -113,6 +114,28 @@ func (c *Client) Extend(ctx context.Context, id ID, token uint64, lease time.Dur
 		return ExtendResult{}, fmt.Errorf("extend %s: %w", id, err)
 	}
 	return ExtendResult{Outcome: Outcome(resp.GetOutcome()), LeaseExpiresAt: timeOf(resp.GetLeaseExpiresAt())}, nil
+}
+
+// Checkpoint stores a recovery point on the PENDING record token holds: the
+// step point is done, and data is what resuming after it needs. OK (stored,
+// or already stored with the same data), FENCED (another claim holds the
+// record, or it is completed), MISMATCH (point was stored with other data)
+// or NOT_FOUND. A claim that takes the record over gets the last point back
+// (ClaimResult.RecoveryPoint).
+func (c *Client) Checkpoint(ctx context.Context, id ID, token uint64, point string, data []byte) (Outcome, error) {
+	if err := errors.Join(id.check(), textFields("point", point)); err != nil {
+		return OutcomeUnspecified, fmt.Errorf("checkpoint %s: %w", id, err)
+	}
+	var resp *idempb.CheckpointResponse
+	err := c.call(ctx, toLeader, 0, func(ctx context.Context, conn *grpc.ClientConn, _ time.Duration) error {
+		var err error
+		resp, err = idempb.NewIdempotencyClient(conn).Checkpoint(ctx, &idempb.CheckpointRequest{Id: id.proto(), Token: token, Point: point, Data: data})
+		return err
+	})
+	if err != nil {
+		return OutcomeUnspecified, fmt.Errorf("checkpoint %s: %w", id, err)
+	}
+	return Outcome(resp.GetOutcome()), nil
 }
 
 // ReadOption tunes Get and Wait.

@@ -101,6 +101,15 @@ type Record struct {
 	CompletedAt    time.Time
 	// Response is set on a COMPLETED record.
 	Response *Response
+	// RecoveryPoint is the last checkpoint of a PENDING record, if any.
+	RecoveryPoint *RecoveryPoint
+}
+
+// RecoveryPoint is a step of a multi-step operation its holder recorded as
+// done (Checkpoint), and the data resuming after it needs.
+type RecoveryPoint struct {
+	Name string
+	Data []byte
 }
 
 // ClaimResult is the answer to Claim.
@@ -116,6 +125,9 @@ type ClaimResult struct {
 	Response *Response
 	// Owner is the nonce the claim was sent with.
 	Owner string
+	// RecoveryPoint, on a WON that took the record over (Attempt > 1), is
+	// the last checkpoint the previous holder stored: resume after it.
+	RecoveryPoint *RecoveryPoint
 }
 
 // ExtendResult is the answer to Extend.
@@ -184,5 +196,13 @@ func recordOf(r *idempb.Record) *Record {
 		ExpiresAt:      timeOf(r.GetExpiresAt()),
 		CompletedAt:    timeOf(r.GetCompletedAt()),
 		Response:       responseOf(r.GetResponse()),
+		RecoveryPoint:  recoveryPointOf(r.GetRecoveryPoint()),
 	}
+}
+
+func recoveryPointOf(p *idempb.RecoveryPoint) *RecoveryPoint {
+	if p == nil {
+		return nil
+	}
+	return &RecoveryPoint{Name: p.GetName(), Data: p.GetData()}
 }

@@ -80,6 +80,11 @@ func (t *tx) applyComplete(c *Command) Result {
 	return Result{Outcome: OutcomeOK, Record: &done}
 }
 
+// applyRelease deletes the holder's record, so the next claim runs the
+// operation again. A record with a recovery point is kept instead, its
+// lease ended: steps before the point are done (a card charged), and
+// running them again is what the point is for; the next claim takes the
+// record over at once and resumes after the point.
 func (t *tx) applyRelease(c *Command) Result {
 	r, ok := t.live(c.Key)
 	switch {
@@ -87,6 +92,13 @@ func (t *tx) applyRelease(c *Command) Result {
 		return Result{Outcome: OutcomeOK}
 	case r.Token != c.Token || r.State != StatePending:
 		return Result{Outcome: OutcomeFenced}
+	case r.Checkpoint != nil:
+		if r.LeaseExpiresAt > t.meta.Now {
+			lapsed := *r
+			lapsed.LeaseExpiresAt = t.meta.Now
+			t.put(&lapsed)
+		}
+		return Result{Outcome: OutcomeOK}
 	}
 	t.remove(c.Key)
 	return Result{Outcome: OutcomeOK}

@@ -199,6 +199,19 @@ var applyCases = []applyCase{
 			r.Owner, r.Token, r.Attempt, r.LeaseExpiresAt = "o2", tok(3), 2, at(61)
 			r.Checkpoint = &Checkpoint{Point: "receipt-sent"}
 		})},
+	{name: "checkpoint/release keeps the point and ends the lease", setup: chargedStep,
+		cmd: release("k", tok(1), at(5)), want: OutcomeOK, after: func(t *testing.T, h *harness) {
+			wantStored(rec(func(r *Record) {
+				r.Checkpoint, r.LeaseExpiresAt = &Checkpoint{Point: "charged", Data: []byte("ch_1")}, at(5)
+			}))(t, h)
+			res := h.apply(claim("k", "o2", at(5)))
+			h.want(res, OutcomeWon)
+			if res.Record.Attempt != 2 || res.Record.Checkpoint == nil || res.Record.Checkpoint.Point != "charged" {
+				t.Fatalf("claim after release: attempt %d, point %+v; want a takeover resuming after charged", res.Record.Attempt, res.Record.Checkpoint)
+			}
+		}},
+	{name: "checkpoint/release after the lease lapsed changes nothing", setup: chargedStep,
+		cmd: release("k", tok(1), at(40)), want: OutcomeOK, after: wantStored(atCharged())},
 	{name: "checkpoint/completion drops the recovery point", setup: chargedStep,
 		cmd: complete("k", tok(1), charged, at(1)), want: OutcomeOK, rec: done()},
 }
