@@ -33,6 +33,27 @@ type claimOut struct {
 	LeaseExpiresAt string        `json:"lease_expires_at,omitempty"`
 	ExpiresAt      string        `json:"expires_at,omitempty"`
 	Response       *responseView `json:"response,omitempty"`
+	// RecoveryPoint, on a takeover, is where this holder resumes.
+	RecoveryPoint *pointView `json:"recovery_point,omitempty"`
+}
+
+// pointView is a recovery point: its data as text when it is valid UTF-8,
+// and always as base64.
+type pointView struct {
+	Name       string `json:"name"`
+	Data       string `json:"data,omitempty"`
+	DataBase64 string `json:"data_base64,omitempty"`
+}
+
+func pointViewOf(p *idempb.RecoveryPoint) *pointView {
+	if p == nil {
+		return nil
+	}
+	v := &pointView{Name: p.GetName(), DataBase64: base64.StdEncoding.EncodeToString(p.GetData())}
+	if utf8.Valid(p.GetData()) {
+		v.Data = string(p.GetData())
+	}
+	return v
 }
 
 type responseView struct {
@@ -70,6 +91,7 @@ type recordView struct {
 	ExpiresAt      string        `json:"expires_at,omitempty"`
 	CompletedAt    string        `json:"completed_at,omitempty"`
 	Response       *responseView `json:"response,omitempty"`
+	RecoveryPoint  *pointView    `json:"recovery_point,omitempty"`
 }
 
 // statusView is every field of a node's status, zeros included. A caller
@@ -103,7 +125,7 @@ func tsString(ts *timestamppb.Timestamp) string {
 func claimView(r *idempb.ClaimResponse, owner string) claimOut {
 	out := claimOut{Outcome: outcomeName(r.GetOutcome()), Token: r.GetToken(), Attempt: r.GetAttempt(),
 		LeaseExpiresAt: tsString(r.GetLeaseExpiresAt()), ExpiresAt: tsString(r.GetExpiresAt()),
-		Response: responseViewOf(r.GetResponse())}
+		Response: responseViewOf(r.GetResponse()), RecoveryPoint: pointViewOf(r.GetRecoveryPoint())}
 	if r.GetOutcome() == idempb.Outcome_OUTCOME_WON {
 		out.Owner = owner
 	}
@@ -138,7 +160,7 @@ func recordResult(o idempb.Outcome, r *idempb.Record, now time.Time) recordOut {
 		Token:       r.GetToken(), Attempt: r.GetAttempt(),
 		LeaseExpiresAt: tsString(r.GetLeaseExpiresAt()), CreatedAt: tsString(r.GetCreatedAt()),
 		ExpiresAt: tsString(r.GetExpiresAt()), CompletedAt: tsString(r.GetCompletedAt()),
-		Response: responseViewOf(r.GetResponse()),
+		Response: responseViewOf(r.GetResponse()), RecoveryPoint: pointViewOf(r.GetRecoveryPoint()),
 	}
 	if lease := r.GetLeaseExpiresAt(); r.GetState() == idempb.State_STATE_PENDING && lease != nil && lease.AsTime().Before(now) {
 		out.Record.LeaseLapsed = true

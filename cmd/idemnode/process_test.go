@@ -216,6 +216,12 @@ type claimJSON struct {
 	Attempt  uint32        `json:"attempt"`
 	Owner    string        `json:"owner"`
 	Response *responseJSON `json:"response"`
+	// RecoveryPoint is set on a takeover of a record with a checkpoint.
+	RecoveryPoint *struct {
+		Name       string `json:"name"`
+		Data       string `json:"data"`
+		DataBase64 string `json:"data_base64"`
+	} `json:"recovery_point"`
 }
 
 type responseJSON struct {

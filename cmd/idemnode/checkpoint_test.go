@@ -1,0 +1,59 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCheckpointCLI: a holder records a step from a file; bad input exits
+// 2 and stores nothing; a stale token exits 1; after the lease runs out,
+// claim -o json prints the recovery point the new holder resumes from.
+func TestCheckpointCLI(t *testing.T) {
+	t.Parallel()
+	s := mustServer(t, "--min-lease", "100ms")
+	var won claimJSON
+	s.cliJSON(0, &won, "claim", "--key", "ride", "--fingerprint", "aa", "--owner", "driver-1", "--lease", "1s")
+	token := strconv.FormatUint(won.Token, 10)
+	data := filepath.Join(t.TempDir(), "charge.json")
+	if err := os.WriteFile(data, []byte(`{"charge":"ch_1"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Outcome string `json:"outcome"`
+	}
+	s.cliJSON(0, &out, "checkpoint", "--key", "ride", "--token", token, "--point", "charged", "--data-file", data)
+	s.cliJSON(0, &out, "checkpoint", "--key", "ride", "--token", token, "--point", "charged", "--data-file", data)
+	s.cliJSON(exitRefused, &out, "checkpoint", "--key", "ride", "--token", token, "--point", "charged")
+	if out.Outcome != "mismatch" {
+		t.Fatalf("the same point with other data: %q", out.Outcome)
+	}
+	s.cliJSON(exitRefused, &out, "checkpoint", "--key", "ride", "--token", token+"1", "--point", "charged")
+	if out.Outcome != "fenced" {
+		t.Fatalf("another token: %q", out.Outcome)
+	}
+	for _, bad := range [][]string{
+		{"--point", "two words"},
+		{},
+		{"--point", "p", "--data-file", filepath.Join(t.TempDir(), "missing")},
+	} {
+		args := append([]string{"checkpoint", "--addr", s.grpc, "--key", "ride", "--token", token}, bad...)
+		if _, stderr, code := cli(t, args...); code != exitUsage || stderr == "" {
+			t.Errorf("checkpoint %v: exit %d, stderr %q; want %d and a message", bad, code, stderr, exitUsage)
+		}
+	}
+
+	time.Sleep(1100 * time.Millisecond) // the holder's lease runs out
+	var taken claimJSON
+	s.cliJSON(0, &taken, "claim", "--key", "ride", "--fingerprint", "aa", "--owner", "driver-2")
+	if p := taken.RecoveryPoint; taken.Attempt != 2 || p == nil || p.Name != "charged" || p.Data != `{"charge":"ch_1"}` {
+		t.Fatalf("takeover: %+v, point %+v", taken, p)
+	}
+	stdout, _, _ := cli(t, "get", "--addr", s.grpc, "--key", "ride")
+	if !strings.Contains(stdout, "recovery_point:") || !strings.Contains(stdout, "name: charged") {
+		t.Errorf("get does not show the recovery point:\n%s", stdout)
+	}
+}
