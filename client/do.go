@@ -198,6 +198,9 @@ func RunFrom(ctx context.Context) (r *Run, ok bool) {
 // line, a downstream system that rejects stale tokens).
 func (r *Run) Token() uint64 { return r.token }
 
+// ID is the record the run holds.
+func (r *Run) ID() ID { return r.id }
+
 // Resume returns the recovery point this run took over from: the last step
 // a previous holder recorded as done, and its data. ok is false on a first
 // attempt, or when the previous holder recorded none.

@@ -48,6 +48,12 @@
 // stays claimed until its lease ends, so a retry within the lease is
 // answered 409 and one after it runs the handler again.
 //
+// The handler runs with Do's context: client.RunFrom(r.Context()) is the
+// claim it runs under, so a multi-step handler records each step it
+// finishes (Run.Checkpoint) and, when a retry takes the key over after a
+// crash or a 5xx between steps, resumes after the last one (Run.Resume)
+// instead of running the first steps again.
+//
 // The fingerprint is SHA-256 over the method, the path and the canonical
 // body: JSON bodies are parsed and re-serialised with sorted keys, so
 // whitespace and key order do not matter; other bodies count byte for

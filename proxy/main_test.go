@@ -31,7 +31,7 @@ var shared *testcluster.Cluster
 func TestMain(m *testing.M) {
 	tb := testmain.New("proxy")
 	if f := flag.Lookup("test.fuzz"); f == nil || f.Value.String() == "" {
-		shared = testcluster.Start(tb, 3, testcluster.Options{Subnet: 152})
+		shared = testcluster.Start(tb, 3, testcluster.Options{Subnet: 152, JSON: true})
 	}
 	code := m.Run()
 	tb.Close()
@@ -44,10 +44,19 @@ type upstream struct {
 	t    testing.TB
 	addr string
 	cmd  *exec.Cmd
+	// jsonAPI is the cluster's JSON API that /rides records steps through.
+	jsonAPI string
 }
 
 // startUpstream runs the Python upstream on a free port; t.Cleanup kills it.
 func startUpstream(t testing.TB) *upstream {
+	t.Helper()
+	return startUpstreamWith(t, "")
+}
+
+// startUpstreamWith is startUpstream for an upstream that records steps
+// through the JSON API at jsonAPI.
+func startUpstreamWith(t testing.TB, jsonAPI string) *upstream {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -55,7 +64,7 @@ func startUpstream(t testing.TB) *upstream {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	u := &upstream{t: t, addr: addr}
+	u := &upstream{t: t, addr: addr, jsonAPI: jsonAPI}
 	u.start()
 	t.Cleanup(u.kill)
 	return u
@@ -67,7 +76,7 @@ func (u *upstream) start() {
 		u.t.Fatal("python3 is needed for the proxy's non-Go upstream (.ci/run installs it)")
 	}
 	_, port, _ := net.SplitHostPort(u.addr)
-	u.cmd = exec.Command("python3", "testdata/upstream.py", port)
+	u.cmd = exec.Command("python3", "testdata/upstream.py", port, u.jsonAPI)
 	out, err := u.cmd.StdoutPipe()
 	if err != nil {
 		u.t.Fatal(err)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,9 +20,26 @@ import (
 	"github.com/idemnode/idemnode/idemhttp"
 )
 
-// HeaderToken carries the fencing token of the claim a guarded request
-// runs under to the upstream. A client's own is removed.
-const HeaderToken = "Idempotency-Token"
+// The headers a guarded request carries to the upstream: the claim it runs
+// under (its fencing token and the record's id, which the JSON API's
+// /v1/checkpoint takes to record a step), and, on a takeover, the recovery
+// point to resume after. A client's own are removed, guarded or not.
+const (
+	HeaderToken        = "Idempotency-Token"
+	HeaderRecordTenant = "Idempotency-Record-Tenant"
+	HeaderRecordScope  = "Idempotency-Record-Scope"
+	HeaderRecordKey    = "Idempotency-Record-Key"
+	HeaderResumePoint  = "Idempotency-Resume-Point"
+	// HeaderResumeData is the point's data in standard base64, sent when it
+	// is at most MaxResumeDataHeader bytes; larger data is read with
+	// /v1/get (the record's recovery_point).
+	HeaderResumeData    = "Idempotency-Resume-Data"
+	MaxResumeDataHeader = 4 << 10
+)
+
+// runHeaders are every header the proxy sets for the upstream.
+var runHeaders = []string{HeaderToken, HeaderRecordTenant, HeaderRecordScope, HeaderRecordKey,
+	HeaderResumePoint, HeaderResumeData}
 
 // Config configures a proxy. Upstream and Client are required.
 type Config struct {
@@ -133,14 +151,16 @@ func upstreamHandler(cfg Config, m *metrics) http.Handler {
 		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Del(HeaderToken)
-		token, guarded := client.HolderToken(r.Context())
+		for _, h := range runHeaders {
+			r.Header.Del(h)
+		}
+		run, guarded := client.RunFrom(r.Context())
 		if !guarded {
 			m.requests.WithLabelValues(outcomePassthrough).Inc()
 			rp.ServeHTTP(w, r)
 			return
 		}
-		r.Header.Set(HeaderToken, strconv.FormatUint(token, 10))
+		setRunHeaders(r.Header, run)
 		// A guarded request runs to the upstream's answer even when its
 		// caller goes away (a client timeout, a closed connection): the
 		// upstream has likely acted, and its answer must be stored for the
@@ -150,6 +170,22 @@ func upstreamHandler(cfg Config, m *metrics) http.Handler {
 		defer cancel()
 		rp.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// setRunHeaders tells the upstream which claim it runs under, and where to
+// resume on a takeover.
+func setRunHeaders(h http.Header, run *client.Run) {
+	id := run.ID()
+	h.Set(HeaderToken, strconv.FormatUint(run.Token(), 10))
+	h.Set(HeaderRecordTenant, id.Tenant)
+	h.Set(HeaderRecordScope, id.Scope)
+	h.Set(HeaderRecordKey, id.Key)
+	if point, ok := run.Resume(); ok {
+		h.Set(HeaderResumePoint, point.Name)
+		if len(point.Data) <= MaxResumeDataHeader {
+			h.Set(HeaderResumeData, base64.StdEncoding.EncodeToString(point.Data))
+		}
+	}
 }
 
 // upstreamError answers a request the upstream did not answer: 504 when it

@@ -248,3 +248,33 @@ func TestProxyTenantHeaderFlag(t *testing.T) {
 		t.Fatalf("two tenants' requests ran %d times, want 2", n)
 	}
 }
+
+// TestProxyResumesAfterUpstreamDiesBetweenSteps: an upstream in another
+// language charges, records the step through the JSON API with the claim
+// the proxy passed it, and dies before answering (502: the key is
+// released, which with a recovery point ends the lease). The retry reaches
+// it with the point to resume after: one charge, and the receipt's answer
+// stored and replayed.
+func TestProxyResumesAfterUpstreamDiesBetweenSteps(t *testing.T) {
+	t.Parallel()
+	up := startUpstreamWith(t, shared.Nodes[0].JSONURL())
+	base, _ := startProxy(t, shared, up, nil)
+	key := client.NewKey()
+	must(t, "dies between the steps", send(t, "POST", base+"/rides", key, `{"from":"A"}`, "X-Crash", "1"), 502)
+	r := send(t, "POST", base+"/rides", key, `{"from":"A"}`, "Idempotency-Resume-Point", "forged")
+	must(t, "retry", r, 201)
+	var ride struct {
+		Charge, Resumed string
+		Charges         int
+	}
+	if err := json.Unmarshal([]byte(r.body), &ride); err != nil {
+		t.Fatalf("retry answered %q: %v", r.body, err)
+	}
+	if ride.Resumed != "charged" || ride.Charge != "ch_1" || ride.Charges != 1 {
+		t.Fatalf("retry: %+v, want it resumed after the one charge", ride)
+	}
+	again := send(t, "POST", base+"/rides", key, `{"from":"A"}`)
+	if again.status != 201 || again.header.Get("Idempotent-Replayed") != "true" || again.body != r.body {
+		t.Fatalf("third request: HTTP %d %v %q, want the stored answer replayed", again.status, again.header, again.body)
+	}
+}

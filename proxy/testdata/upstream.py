@@ -8,11 +8,19 @@ It counts how often each Idempotency-Key ran (the side effect) and answers:
                            token the proxy passed in Idempotency-Token
   POST /fail               count the key, answer 503 (a transient failure)
   POST /big?bytes=N        count the key, answer 200 with N bytes
+  POST /rides              a two-step operation: charge (counted as "K/charge")
+                           unless the proxy says it resumes after "charged",
+                           record that step through the JSON API's
+                           /v1/checkpoint, then send the receipt (answer 201);
+                           with header X-Crash: 1 it dies between the steps
+                           (closes the connection without an answer)
   GET  /count?key=K        how often K ran (not counted)
-Usage: upstream.py PORT  (prints "ready" once it listens)
+Usage: upstream.py PORT [JSON_API_URL]  (prints "ready" once it listens)
 """
+import base64
 import json
 import sys
+import urllib.request
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -66,10 +74,47 @@ class Handler(BaseHTTPRequestHandler):
             return self.answer(503, b'{"error":"try again"}')
         if url.path == "/big":
             return self.answer(200, b"x" * int(query.get("bytes", ["2048"])[0]), "text/plain")
+        if url.path == "/rides":
+            return self.ride(key, self.headers.get("X-Crash", "") == "1")
         self.answer(404, b"{}")
+
+    def ride(self, key, crash):
+        point = self.headers.get("Idempotency-Resume-Point", "")
+        if point == "charged":
+            charge = base64.b64decode(self.headers.get("Idempotency-Resume-Data", "")).decode()
+        else:
+            charge = "ch_%d" % count(key + "/charge")
+            checkpoint(self.headers, "charged", charge.encode())
+        if crash:
+            self.close_connection = True  # dies before answering
+            return
+        body = json.dumps({"key": key, "charge": charge, "resumed": point,
+                           "charges": counts.get(key + "/charge", 0)})
+        self.answer(201, body.encode())
+
+
+def checkpoint(headers, point, data):
+    """Records a step of the claim the proxy runs this request under."""
+    req = {"id": {"tenant": headers.get("Idempotency-Record-Tenant", ""),
+                  "scope": headers.get("Idempotency-Record-Scope", ""),
+                  "key": headers.get("Idempotency-Record-Key", "")},
+           "token": headers.get("Idempotency-Token", ""), "point": point,
+           "data": base64.b64encode(data).decode()}
+    call = urllib.request.Request(JSON_API + "/v1/checkpoint", data=json.dumps(req).encode(),
+                                  headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(call, timeout=10) as resp:
+        outcome = json.load(resp).get("outcome")
+    if outcome != "OUTCOME_OK":
+        raise RuntimeError("checkpoint answered %s" % outcome)
+
+
+JSON_API = ""
 
 
 def main():
+    global JSON_API
+    if len(sys.argv) > 2:
+        JSON_API = sys.argv[2]
     server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
     server.daemon_threads = True
     print("ready", flush=True)
