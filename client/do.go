@@ -64,6 +64,8 @@ type Result struct {
 	// Token is the fencing token of the claim that ran the function, or of
 	// the completion that was replayed.
 	Token uint64
+	// CompletedAt is when the replayed response was stored.
+	CompletedAt time.Time
 }
 
 // Do runs fn at most once for id and fingerprint, and answers every other
@@ -99,13 +101,13 @@ func (c *Client) Do(ctx context.Context, id ID, fingerprint []byte, fn func(cont
 	case OutcomeWon:
 		return c.run(ctx, &Run{c: c, id: id, token: claim.Token, resume: claim.RecoveryPoint}, fn, o)
 	case OutcomeCompleted:
-		res := Result{Replayed: true, Token: claim.Token}
+		res := Result{Replayed: true, Token: claim.Token, CompletedAt: claim.CompletedAt}
 		if claim.Response != nil {
 			res.Response = *claim.Response
 		}
 		return res, nil
 	case OutcomeInProgress:
-		return Result{}, &InProgressError{ID: id, LeaseExpiresAt: claim.LeaseExpiresAt}
+		return Result{}, &InProgressError{ID: id, LeaseExpiresAt: claim.LeaseExpiresAt, ExpiresAt: claim.ExpiresAt}
 	case OutcomeMismatch:
 		return Result{}, fmt.Errorf("do %s: %w", id, ErrMismatch)
 	}

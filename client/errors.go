@@ -43,6 +43,8 @@ type InProgressError struct {
 	ID ID
 	// LeaseExpiresAt is when the holder's lease ends unless it extends it.
 	LeaseExpiresAt time.Time
+	// ExpiresAt is when the record expires (its TTL).
+	ExpiresAt time.Time
 }
 
 // Error says which key is in progress and until when its lease runs.

@@ -54,6 +54,7 @@ func (c *Client) claim(ctx context.Context, id ID, fingerprint []byte, o callOpt
 		LeaseExpiresAt: timeOf(resp.GetLeaseExpiresAt()),
 		ExpiresAt:      timeOf(resp.GetExpiresAt()),
 		Response:       responseOf(resp.GetResponse()),
+		CompletedAt:    timeOf(resp.GetCompletedAt()),
 		Owner:          owner,
 		RecoveryPoint:  recoveryPointOf(resp.GetRecoveryPoint()),
 	}, nil

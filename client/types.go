@@ -121,8 +121,10 @@ type ClaimResult struct {
 	// LeaseExpiresAt is set on WON and IN_PROGRESS.
 	LeaseExpiresAt time.Time
 	ExpiresAt      time.Time
-	// Response is the stored response on COMPLETED.
-	Response *Response
+	// Response is the stored response on COMPLETED, and CompletedAt when
+	// it was stored.
+	Response    *Response
+	CompletedAt time.Time
 	// Owner is the nonce the claim was sent with.
 	Owner string
 	// RecoveryPoint, on a WON that took the record over (Attempt > 1), is

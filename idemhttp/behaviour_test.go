@@ -53,7 +53,10 @@ func postTwice(t *testing.T, srv *httptest.Server, runs *atomic.Int64) (first, r
 	if !bytes.Contains(replay, []byte("\r\nIdempotent-Replayed: true\r\n")) || bytes.Contains(first, []byte("Idempotent-Replayed")) {
 		t.Errorf("Idempotent-Replayed: want it on the replay only:\n%s\n---\n%s", first, replay)
 	}
-	a, b := withoutLines(first, "Date:"), withoutLines(replay, "Date:", "Idempotent-Replayed:")
+	a, b := withoutLines(first, "Date:"), withoutLines(replay, "Date:", "Idempotent-Replayed:", "Idempotent-Completed-At:")
+	if !bytes.Contains(replay, []byte("\r\nIdempotent-Completed-At: ")) {
+		t.Errorf("replay does not say when the response was stored:\n%q", replay)
+	}
 	if !bytes.Equal(a, b) {
 		t.Errorf("replay differs from the first answer:\n%q\n---\n%q", a, b)
 	}

@@ -60,6 +60,6 @@ func ExampleMiddleware_Handler() {
 	// Output:
 	// 201 replayed="" {"id":"ch_1"}
 	// 201 replayed="true" {"id":"ch_1"}
-	// 422 replayed="" {"type":"https://idemnode.io/problems/idempotency-key-reused","title":"Idempotency-Key reused","status":422,"detail":"This key was already used with a different request; use a new key for a new operation."}
+	// 422 replayed="" {"type":"https://idemnode.io/problems/idempotency-key-reused","title":"Idempotency-Key reused","status":422,"detail":"This key was already used with a different request; use a new key for a new operation.","operation_state":"mismatch","safe_new_key":true}
 	// charges: 1
 }

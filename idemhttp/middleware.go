@@ -194,22 +194,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		derive = true
 	case errors.Is(err, errMissingKey) && h.route.required:
 		h.observe(r, OutcomeRefused)
-		writeProblem(w, http.StatusBadRequest, ProblemMissingKey, "Idempotency-Key header is missing",
-			fmt.Sprintf("This operation requires an %s header; send a new unique key (a UUID) per operation and the same key on every retry of it.", cfg.Header), 0)
+		writeProblem(w, notRun(http.StatusBadRequest, ProblemMissingKey, "Idempotency-Key header is missing",
+			fmt.Sprintf("This operation requires an %s header; send a new unique key (a UUID) per operation and the same key on every retry of it.", cfg.Header)), 0)
 		return
 	case errors.Is(err, errMissingKey):
 		h.next.ServeHTTP(w, r)
 		return
 	case err != nil:
 		h.observe(r, OutcomeRefused)
-		writeProblem(w, http.StatusBadRequest, ProblemInvalidKey, "Idempotency-Key header is malformed",
-			fmt.Sprintf("%s: %v; a key is 1-%d bytes of printable ASCII.", cfg.Header, err, cfg.MaxKeyLength), 0)
+		writeProblem(w, notRun(http.StatusBadRequest, ProblemInvalidKey, "Idempotency-Key header is malformed",
+			fmt.Sprintf("%s: %v; a key is 1-%d bytes of printable ASCII.", cfg.Header, err, cfg.MaxKeyLength)), 0)
 		return
 	}
 	tenant, err := cfg.Tenant(r)
 	if err != nil {
 		h.observe(r, OutcomeRefused)
-		writeProblem(w, http.StatusUnauthorized, ProblemNoTenant, "Unauthenticated", err.Error(), 0)
+		writeProblem(w, notRun(http.StatusUnauthorized, ProblemNoTenant, "Unauthenticated",
+			err.Error()), 0)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cfg.MaxBody))
@@ -217,12 +218,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			h.observe(r, OutcomeRefused)
-			writeProblem(w, http.StatusRequestEntityTooLarge, ProblemTooLarge, "Request body too large",
-				fmt.Sprintf("The body exceeds %d bytes.", cfg.MaxBody), 0)
+			writeProblem(w, notRun(http.StatusRequestEntityTooLarge, ProblemTooLarge, "Request body too large",
+				fmt.Sprintf("The body exceeds %d bytes.", cfg.MaxBody)), 0)
 			return
 		}
 		h.observe(r, OutcomeRefused)
-		writeProblem(w, http.StatusBadRequest, problemBase+"request-body-unreadable", "Request body unreadable", err.Error(), 0)
+		writeProblem(w, notRun(http.StatusBadRequest, problemBase+"request-body-unreadable", "Request body unreadable",
+			err.Error()), 0)
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -285,15 +287,19 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, s
 		writeResponse(w, sent, false)
 	case err == nil:
 		h.observe(r, OutcomeReplayed)
+		if at := timeString(res.CompletedAt); at != "" {
+			w.Header().Set(HeaderCompletedAt, at)
+		}
 		writeResponse(w, res.Response, true)
 	case errors.Is(err, client.ErrMismatch):
 		h.observe(r, OutcomeMismatch)
-		writeProblem(w, http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency-Key reused",
-			"This key was already used with a different request; use a new key for a new operation.", 0)
+		p := notRun(http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency-Key reused",
+			"This key was already used with a different request; use a new key for a new operation.")
+		p.OperationState = StateMismatch // and nothing more: the record is another request's
+		writeProblem(w, p, 0)
 	case errors.Is(err, client.ErrInProgress), errors.Is(err, client.ErrTooManyWaits):
 		h.observe(r, OutcomeConflict)
-		writeProblem(w, http.StatusConflict, ProblemInFlight, "Request in flight",
-			"A request with this key is still being processed; retry after the Retry-After delay.", cfg.RetryAfter)
+		writeProblem(w, inFlight(err), cfg.RetryAfter)
 	case errors.Is(err, client.ErrRateLimited), errors.Is(err, client.ErrQuotaExceeded):
 		h.observe(r, OutcomeLimited)
 		h.refuseOverLimit(w, err)
@@ -302,16 +308,30 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, s
 		cfg.Logger.Error("idemhttp: the idempotency service refused the middleware's credentials; "+
 			"check Config.Client's token or certificate and that Config.Tenant names its tenant",
 			"code", status.Code(err).String(), "tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "err", err)
-		writeProblem(w, http.StatusInternalServerError, ProblemMisconfigured, "Idempotency service misconfigured",
-			"The request was not processed: this server cannot use its idempotency service.", 0)
+		writeProblem(w, notRun(http.StatusInternalServerError, ProblemMisconfigured, "Idempotency service misconfigured",
+			"The request was not processed: this server cannot use its idempotency service."), 0)
 	default:
 		h.observe(r, OutcomeUnavailable)
 		if r.Context().Err() == nil {
 			cfg.Logger.Error("idemhttp: idempotency service unavailable", "tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "err", err)
 		}
-		writeProblem(w, http.StatusServiceUnavailable, ProblemUnavailable, "Idempotency service unavailable",
-			"The request was not processed; retry it with the same key.", cfg.RetryAfter)
+		writeProblem(w, notRun(http.StatusServiceUnavailable, ProblemUnavailable, "Idempotency service unavailable",
+			"The request was not processed; retry it with the same key."), cfg.RetryAfter)
 	}
+}
+
+// inFlight is the 409 answer: the operation runs under the key elsewhere,
+// so a new key could run it twice. A wait refused for the server's cap
+// (TOO_MANY_WAITS) knows no more of the record.
+func inFlight(err error) problem {
+	p := problem{Type: ProblemInFlight, Title: "Request in flight", Status: http.StatusConflict,
+		Detail:         "A request with this key is still being processed; retry after the Retry-After delay.",
+		OperationState: StateInProgress}
+	var held *client.InProgressError
+	if errors.As(err, &held) {
+		p.KeyExpiresAt = timeString(held.ExpiresAt)
+	}
+	return p
 }
 
 // refuseOverLimit answers a claim the service refused because the tenant
@@ -324,12 +344,12 @@ func (h *handler) refuseOverLimit(w http.ResponseWriter, err error) {
 		after = h.m.cfg.RetryAfter
 	}
 	if errors.Is(err, client.ErrRateLimited) {
-		writeProblem(w, http.StatusTooManyRequests, ProblemRateLimited, "Too many requests",
-			"The request was not processed: this tenant sends requests faster than its rate allows; retry it with the same key after the Retry-After delay.", after)
+		writeProblem(w, notRun(http.StatusTooManyRequests, ProblemRateLimited, "Too many requests",
+			"The request was not processed: this tenant sends requests faster than its rate allows; retry it with the same key after the Retry-After delay."), after)
 		return
 	}
-	writeProblem(w, http.StatusTooManyRequests, ProblemQuotaExceeded, "Quota exceeded",
-		"The request was not processed: this tenant stores as many idempotency records as its quota allows; retry it with the same key after the Retry-After delay.", after)
+	writeProblem(w, notRun(http.StatusTooManyRequests, ProblemQuotaExceeded, "Quota exceeded",
+		"The request was not processed: this tenant stores as many idempotency records as its quota allows; retry it with the same key after the Retry-After delay."), after)
 }
 
 // refusedCredentials reports whether the service refused the client's

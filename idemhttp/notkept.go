@@ -19,6 +19,11 @@ const (
 // store: the operation ran, with the replay's status.
 const HeaderNotKept = "Idempotent-Response-Not-Kept"
 
+// HeaderCompletedAt, beside Idempotent-Replayed: true, is when the replayed
+// response was stored (RFC 3339): a client that retries a day later learns
+// that the operation ran then, not now.
+const HeaderCompletedAt = "Idempotent-Completed-At"
+
 // fits reports whether the service can store resp.
 func fits(resp client.Response, maxBody int) bool {
 	if len(resp.Body) > maxBody || len(resp.Headers) > maxStoredHeaders {
@@ -41,11 +46,13 @@ func notKept(resp client.Response, maxBody int) client.Response {
 		return marker
 	}
 	body, _ := json.Marshal(problem{Type: ProblemResponseNotKept, Title: "Response not kept", Status: resp.Status,
+		OperationState: StateCompleted,
 		Detail: fmt.Sprintf("The operation ran and answered %d, but its response (%d body bytes, %d headers) was larger than "+
 			"this service stores (%d body bytes, %d headers of %d bytes), so it was not kept. Do not send the operation "+
 			"again with a new key: look its result up instead.",
 			resp.Status, len(resp.Body), len(resp.Headers), maxBody, maxStoredHeaders, maxStoredHeaderBytes)})
-	marker.Headers = append([]client.Header{{Name: "Content-Type", Value: "application/problem+json"}}, marker.Headers...)
+	marker.Headers = append([]client.Header{{Name: "Content-Type", Value: "application/problem+json"},
+		{Name: "Link", Value: LinkDescribedBy}}, marker.Headers...)
 	marker.Body = body
 	return marker
 }

@@ -202,8 +202,11 @@ func upstreamError(log *slog.Logger) func(http.ResponseWriter, *http.Request, er
 			log.Warn("proxy: upstream failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 		}
 		body, _ := json.Marshal(map[string]any{"type": "https://idemnode.io/problems/upstream-failed", "title": title,
-			"status": status, "detail": "The upstream did not answer; the request may be retried with the same key."})
+			"status": status, "detail": "The upstream did not answer; the request may be retried with the same key.",
+			// It may have acted before failing: only the same key is safe.
+			"safe_new_key": false})
 		w.Header().Set("Content-Type", "application/problem+json")
+		w.Header().Set("Link", idemhttp.LinkDescribedBy)
 		w.WriteHeader(status)
 		_, _ = w.Write(body)
 	}

@@ -260,7 +260,11 @@ func TestProxyResumesAfterUpstreamDiesBetweenSteps(t *testing.T) {
 	up := startUpstreamWith(t, shared.Nodes[0].JSONURL())
 	base, _ := startProxy(t, shared, up, nil)
 	key := client.NewKey()
-	must(t, "dies between the steps", send(t, "POST", base+"/rides", key, `{"from":"A"}`, "X-Crash", "1"), 502)
+	died := send(t, "POST", base+"/rides", key, `{"from":"A"}`, "X-Crash", "1")
+	must(t, "dies between the steps", died, 502)
+	if !strings.Contains(died.body, `"safe_new_key":false`) || died.header.Get("Link") != idemhttp.LinkDescribedBy {
+		t.Errorf("502: %v %s, want safe_new_key false and the describedby link", died.header, died.body)
+	}
 	r := send(t, "POST", base+"/rides", key, `{"from":"A"}`, "Idempotency-Resume-Point", "forged")
 	must(t, "retry", r, 201)
 	var ride struct {

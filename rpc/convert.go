@@ -83,6 +83,7 @@ func claimResponse(res fsm.Result) *idempb.ClaimResponse {
 		out.Token = r.Token
 		out.Attempt = r.Attempt
 		out.ExpiresAt = timestamp(r.ExpiresAt)
+		out.CompletedAt = timestamp(r.CompletedAt)
 		out.Response = responseOf(r.Response)
 	}
 	return out

@@ -655,6 +655,8 @@ type ClaimResponse struct {
 	// recovery_point, on WON: the last Checkpoint a previous holder stored
 	// (a takeover, attempt > 1), where this holder resumes.
 	RecoveryPoint *RecoveryPoint `protobuf:"bytes,7,opt,name=recovery_point,json=recoveryPoint,proto3" json:"recovery_point,omitempty"`
+	// completed_at, on COMPLETED: when the response was stored.
+	CompletedAt   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -734,6 +736,13 @@ func (x *ClaimResponse) GetResponse() *Response {
 func (x *ClaimResponse) GetRecoveryPoint() *RecoveryPoint {
 	if x != nil {
 		return x.RecoveryPoint
+	}
+	return nil
+}
+
+func (x *ClaimResponse) GetCompletedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CompletedAt
 	}
 	return nil
 }
@@ -2139,7 +2148,7 @@ const file_idem_proto_rawDesc = "" +
 	"\x05owner\x18\x03 \x01(\tR\x05owner\x12/\n" +
 	"\x05lease\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x05lease\x12+\n" +
 	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12-\n" +
-	"\x04wait\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\xda\x02\n" +
+	"\x04wait\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\x99\x03\n" +
 	"\rClaimResponse\x12*\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x10.idem.v1.OutcomeR\aoutcome\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x18\n" +
@@ -2148,7 +2157,8 @@ const file_idem_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12-\n" +
 	"\bresponse\x18\x06 \x01(\v2\x11.idem.v1.ResponseR\bresponse\x12=\n" +
-	"\x0erecovery_point\x18\a \x01(\v2\x16.idem.v1.RecoveryPointR\rrecoveryPoint\"y\n" +
+	"\x0erecovery_point\x18\a \x01(\v2\x16.idem.v1.RecoveryPointR\rrecoveryPoint\x12=\n" +
+	"\fcompleted_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\"y\n" +
 	"\x0fCompleteRequest\x12!\n" +
 	"\x02id\x18\x01 \x01(\v2\x11.idem.v1.RecordIdR\x02id\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12-\n" +
@@ -2339,59 +2349,60 @@ var file_idem_proto_depIdxs = []int32{
 	35, // 15: idem.v1.ClaimResponse.expires_at:type_name -> google.protobuf.Timestamp
 	5,  // 16: idem.v1.ClaimResponse.response:type_name -> idem.v1.Response
 	6,  // 17: idem.v1.ClaimResponse.recovery_point:type_name -> idem.v1.RecoveryPoint
-	3,  // 18: idem.v1.CompleteRequest.id:type_name -> idem.v1.RecordId
-	5,  // 19: idem.v1.CompleteRequest.response:type_name -> idem.v1.Response
-	0,  // 20: idem.v1.CompleteResponse.outcome:type_name -> idem.v1.Outcome
-	3,  // 21: idem.v1.ReleaseRequest.id:type_name -> idem.v1.RecordId
-	0,  // 22: idem.v1.ReleaseResponse.outcome:type_name -> idem.v1.Outcome
-	3,  // 23: idem.v1.ExtendRequest.id:type_name -> idem.v1.RecordId
-	36, // 24: idem.v1.ExtendRequest.lease:type_name -> google.protobuf.Duration
-	0,  // 25: idem.v1.ExtendResponse.outcome:type_name -> idem.v1.Outcome
-	35, // 26: idem.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 27: idem.v1.CheckpointRequest.id:type_name -> idem.v1.RecordId
-	0,  // 28: idem.v1.CheckpointResponse.outcome:type_name -> idem.v1.Outcome
-	3,  // 29: idem.v1.GetRequest.id:type_name -> idem.v1.RecordId
-	2,  // 30: idem.v1.GetRequest.consistency:type_name -> idem.v1.Consistency
-	0,  // 31: idem.v1.GetResponse.outcome:type_name -> idem.v1.Outcome
-	7,  // 32: idem.v1.GetResponse.record:type_name -> idem.v1.Record
-	3,  // 33: idem.v1.WaitRequest.id:type_name -> idem.v1.RecordId
-	36, // 34: idem.v1.WaitRequest.timeout:type_name -> google.protobuf.Duration
-	2,  // 35: idem.v1.WaitRequest.consistency:type_name -> idem.v1.Consistency
-	0,  // 36: idem.v1.WaitResponse.outcome:type_name -> idem.v1.Outcome
-	7,  // 37: idem.v1.WaitResponse.record:type_name -> idem.v1.Record
-	35, // 38: idem.v1.StatusResponse.fsm_time:type_name -> google.protobuf.Timestamp
-	25, // 39: idem.v1.MembersResponse.members:type_name -> idem.v1.Member
-	26, // 40: idem.v1.MembersResponse.servers:type_name -> idem.v1.RaftServer
-	34, // 41: idem.v1.SnapshotChunk.summary:type_name -> idem.v1.SnapshotSummary
-	8,  // 42: idem.v1.Idempotency.Claim:input_type -> idem.v1.ClaimRequest
-	10, // 43: idem.v1.Idempotency.Complete:input_type -> idem.v1.CompleteRequest
-	12, // 44: idem.v1.Idempotency.Release:input_type -> idem.v1.ReleaseRequest
-	14, // 45: idem.v1.Idempotency.Extend:input_type -> idem.v1.ExtendRequest
-	18, // 46: idem.v1.Idempotency.Get:input_type -> idem.v1.GetRequest
-	20, // 47: idem.v1.Idempotency.Wait:input_type -> idem.v1.WaitRequest
-	16, // 48: idem.v1.Idempotency.Checkpoint:input_type -> idem.v1.CheckpointRequest
-	22, // 49: idem.v1.Admin.Status:input_type -> idem.v1.StatusRequest
-	24, // 50: idem.v1.Admin.Members:input_type -> idem.v1.MembersRequest
-	28, // 51: idem.v1.Admin.RemoveMember:input_type -> idem.v1.RemoveMemberRequest
-	30, // 52: idem.v1.Admin.TransferLeadership:input_type -> idem.v1.TransferLeadershipRequest
-	32, // 53: idem.v1.Admin.Snapshot:input_type -> idem.v1.SnapshotRequest
-	9,  // 54: idem.v1.Idempotency.Claim:output_type -> idem.v1.ClaimResponse
-	11, // 55: idem.v1.Idempotency.Complete:output_type -> idem.v1.CompleteResponse
-	13, // 56: idem.v1.Idempotency.Release:output_type -> idem.v1.ReleaseResponse
-	15, // 57: idem.v1.Idempotency.Extend:output_type -> idem.v1.ExtendResponse
-	19, // 58: idem.v1.Idempotency.Get:output_type -> idem.v1.GetResponse
-	21, // 59: idem.v1.Idempotency.Wait:output_type -> idem.v1.WaitResponse
-	17, // 60: idem.v1.Idempotency.Checkpoint:output_type -> idem.v1.CheckpointResponse
-	23, // 61: idem.v1.Admin.Status:output_type -> idem.v1.StatusResponse
-	27, // 62: idem.v1.Admin.Members:output_type -> idem.v1.MembersResponse
-	29, // 63: idem.v1.Admin.RemoveMember:output_type -> idem.v1.RemoveMemberResponse
-	31, // 64: idem.v1.Admin.TransferLeadership:output_type -> idem.v1.TransferLeadershipResponse
-	33, // 65: idem.v1.Admin.Snapshot:output_type -> idem.v1.SnapshotChunk
-	54, // [54:66] is the sub-list for method output_type
-	42, // [42:54] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	35, // 18: idem.v1.ClaimResponse.completed_at:type_name -> google.protobuf.Timestamp
+	3,  // 19: idem.v1.CompleteRequest.id:type_name -> idem.v1.RecordId
+	5,  // 20: idem.v1.CompleteRequest.response:type_name -> idem.v1.Response
+	0,  // 21: idem.v1.CompleteResponse.outcome:type_name -> idem.v1.Outcome
+	3,  // 22: idem.v1.ReleaseRequest.id:type_name -> idem.v1.RecordId
+	0,  // 23: idem.v1.ReleaseResponse.outcome:type_name -> idem.v1.Outcome
+	3,  // 24: idem.v1.ExtendRequest.id:type_name -> idem.v1.RecordId
+	36, // 25: idem.v1.ExtendRequest.lease:type_name -> google.protobuf.Duration
+	0,  // 26: idem.v1.ExtendResponse.outcome:type_name -> idem.v1.Outcome
+	35, // 27: idem.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 28: idem.v1.CheckpointRequest.id:type_name -> idem.v1.RecordId
+	0,  // 29: idem.v1.CheckpointResponse.outcome:type_name -> idem.v1.Outcome
+	3,  // 30: idem.v1.GetRequest.id:type_name -> idem.v1.RecordId
+	2,  // 31: idem.v1.GetRequest.consistency:type_name -> idem.v1.Consistency
+	0,  // 32: idem.v1.GetResponse.outcome:type_name -> idem.v1.Outcome
+	7,  // 33: idem.v1.GetResponse.record:type_name -> idem.v1.Record
+	3,  // 34: idem.v1.WaitRequest.id:type_name -> idem.v1.RecordId
+	36, // 35: idem.v1.WaitRequest.timeout:type_name -> google.protobuf.Duration
+	2,  // 36: idem.v1.WaitRequest.consistency:type_name -> idem.v1.Consistency
+	0,  // 37: idem.v1.WaitResponse.outcome:type_name -> idem.v1.Outcome
+	7,  // 38: idem.v1.WaitResponse.record:type_name -> idem.v1.Record
+	35, // 39: idem.v1.StatusResponse.fsm_time:type_name -> google.protobuf.Timestamp
+	25, // 40: idem.v1.MembersResponse.members:type_name -> idem.v1.Member
+	26, // 41: idem.v1.MembersResponse.servers:type_name -> idem.v1.RaftServer
+	34, // 42: idem.v1.SnapshotChunk.summary:type_name -> idem.v1.SnapshotSummary
+	8,  // 43: idem.v1.Idempotency.Claim:input_type -> idem.v1.ClaimRequest
+	10, // 44: idem.v1.Idempotency.Complete:input_type -> idem.v1.CompleteRequest
+	12, // 45: idem.v1.Idempotency.Release:input_type -> idem.v1.ReleaseRequest
+	14, // 46: idem.v1.Idempotency.Extend:input_type -> idem.v1.ExtendRequest
+	18, // 47: idem.v1.Idempotency.Get:input_type -> idem.v1.GetRequest
+	20, // 48: idem.v1.Idempotency.Wait:input_type -> idem.v1.WaitRequest
+	16, // 49: idem.v1.Idempotency.Checkpoint:input_type -> idem.v1.CheckpointRequest
+	22, // 50: idem.v1.Admin.Status:input_type -> idem.v1.StatusRequest
+	24, // 51: idem.v1.Admin.Members:input_type -> idem.v1.MembersRequest
+	28, // 52: idem.v1.Admin.RemoveMember:input_type -> idem.v1.RemoveMemberRequest
+	30, // 53: idem.v1.Admin.TransferLeadership:input_type -> idem.v1.TransferLeadershipRequest
+	32, // 54: idem.v1.Admin.Snapshot:input_type -> idem.v1.SnapshotRequest
+	9,  // 55: idem.v1.Idempotency.Claim:output_type -> idem.v1.ClaimResponse
+	11, // 56: idem.v1.Idempotency.Complete:output_type -> idem.v1.CompleteResponse
+	13, // 57: idem.v1.Idempotency.Release:output_type -> idem.v1.ReleaseResponse
+	15, // 58: idem.v1.Idempotency.Extend:output_type -> idem.v1.ExtendResponse
+	19, // 59: idem.v1.Idempotency.Get:output_type -> idem.v1.GetResponse
+	21, // 60: idem.v1.Idempotency.Wait:output_type -> idem.v1.WaitResponse
+	17, // 61: idem.v1.Idempotency.Checkpoint:output_type -> idem.v1.CheckpointResponse
+	23, // 62: idem.v1.Admin.Status:output_type -> idem.v1.StatusResponse
+	27, // 63: idem.v1.Admin.Members:output_type -> idem.v1.MembersResponse
+	29, // 64: idem.v1.Admin.RemoveMember:output_type -> idem.v1.RemoveMemberResponse
+	31, // 65: idem.v1.Admin.TransferLeadership:output_type -> idem.v1.TransferLeadershipResponse
+	33, // 66: idem.v1.Admin.Snapshot:output_type -> idem.v1.SnapshotChunk
+	55, // [55:67] is the sub-list for method output_type
+	43, // [43:55] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_idem_proto_init() }
