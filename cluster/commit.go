@@ -78,8 +78,8 @@ func (n *Node) Apply(ctx context.Context, c *fsm.Command) (fsm.Result, error) {
 	if n.raft.State() != raft.Leader {
 		return fsm.Result{}, ErrNotLeader
 	}
-	if c.Type > fsm.BaseType {
-		if err := n.appliedEverywhere(c.Type); err != nil {
+	if level := fsm.LevelOf(c); level > fsm.BaseLevel {
+		if err := n.appliedEverywhere(level); err != nil {
 			return fsm.Result{}, err
 		}
 	}

@@ -31,9 +31,9 @@ type memberMeta struct {
 	// event does not say whether a node left or died (it reports the
 	// node's last state, alive), so the flag is how the leader tells them apart.
 	Leaving bool `json:"leaving,omitempty"`
-	// Applies is the newest command type the node's release applies
-	// (fsm.LastType); releases before it was gossiped apply up to
-	// fsm.BaseType and do not send it.
+	// Applies is the newest command level the node's release applies
+	// (fsm.LastLevel); releases before it was gossiped apply
+	// fsm.BaseLevel and do not send it.
 	Applies int `json:"applies,omitempty"`
 }
 
@@ -45,8 +45,8 @@ type Member struct {
 	GRPC      string
 	State     string // alive, dead or left
 	InCluster bool
-	// Applies is the newest command type the member's release applies.
-	Applies fsm.CommandType
+	// Applies is the newest command level the member's release applies.
+	Applies int
 	// Since is when the member entered its current state, as this node
 	// observed it (zero for members seen alive since start).
 	Since time.Time
@@ -245,7 +245,7 @@ func memberOf(n *memberlist.Node) Member {
 	var meta memberMeta
 	if json.Unmarshal(n.Meta, &meta) == nil {
 		mem.Raft, mem.GRPC, mem.InCluster, mem.leaving = meta.Raft, meta.GRPC, meta.InCluster, meta.Leaving
-		mem.Applies = max(fsm.BaseType, fsm.CommandType(meta.Applies))
+		mem.Applies = max(fsm.BaseLevel, meta.Applies)
 	}
 	return mem
 }

@@ -100,7 +100,7 @@ func Open(cfg Config) (*Node, error) {
 // startMembership joins gossip and starts bootstrap, join and reconcile.
 func (n *Node) startMembership(existing bool) error {
 	meta := memberMeta{Version: 1, Raft: n.RaftAddr(), GRPC: n.cfg.GRPCAdvertise, Expect: n.cfg.BootstrapExpect, InCluster: existing,
-		Applies: int(fsm.LastType)}
+		Applies: fsm.LastLevel}
 	var err error
 	if n.members, err = newMembership(n.cfg, meta, n.log); err != nil {
 		return err

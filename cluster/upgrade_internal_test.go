@@ -11,7 +11,7 @@ import (
 	"github.com/idemnode/idemnode/fsm"
 )
 
-// TestNewCommandsWaitForEveryVoter: a command type newer than the base is
+// TestNewCommandsWaitForEveryVoter: a command of a level above the base is
 // proposed only when every other voter gossips a release that applies it;
 // one that gossips nothing of it (an older release), or that gossip has
 // not seen, holds it back, and non-voters do not count.
@@ -21,7 +21,7 @@ func TestNewCommandsWaitForEveryVoter(t *testing.T) {
 		return memberOf(&memberlist.Node{Name: "x", Meta: meta})
 	}
 	table := map[string]Member{
-		"new":  gossiped(int(fsm.LastType)),
+		"new":  gossiped(fsm.LastLevel),
 		"old":  gossiped(0), // a release before the field existed
 		"self": gossiped(0),
 	}
@@ -30,16 +30,16 @@ func TestNewCommandsWaitForEveryVoter(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		servers []raft.Server
-		t       fsm.CommandType
+		level   int
 		want    []string
 	}{
-		{"all upgraded", []raft.Server{voter("self"), voter("new")}, fsm.TypeCheckpoint, nil},
-		{"an older voter", []raft.Server{voter("self"), voter("new"), voter("old")}, fsm.TypeCheckpoint, []string{"old"}},
-		{"a voter gossip has not seen", []raft.Server{voter("self"), voter("unseen")}, fsm.TypeCheckpoint, []string{"unseen"}},
-		{"an older non-voter", []raft.Server{voter("self"), {ID: "old", Suffrage: raft.Nonvoter}}, fsm.TypeCheckpoint, nil},
-		{"base commands go everywhere", []raft.Server{voter("self"), voter("old")}, fsm.BaseType, nil},
+		{"all upgraded", []raft.Server{voter("self"), voter("new")}, fsm.LastLevel, nil},
+		{"an older voter", []raft.Server{voter("self"), voter("new"), voter("old")}, fsm.LastLevel, []string{"old"}},
+		{"a voter gossip has not seen", []raft.Server{voter("self"), voter("unseen")}, fsm.LastLevel, []string{"unseen"}},
+		{"an older non-voter", []raft.Server{voter("self"), {ID: "old", Suffrage: raft.Nonvoter}}, fsm.LastLevel, nil},
+		{"base commands go everywhere", []raft.Server{voter("self"), voter("old")}, fsm.BaseLevel, nil},
 	} {
-		if got := olderVoters(tc.servers, "self", member, tc.t); !slices.Equal(got, tc.want) {
+		if got := olderVoters(tc.servers, "self", member, tc.level); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: older voters %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -9,6 +9,14 @@ import "bytes"
 // applyClaim decides a claim; token is what the claim holds if it wins.
 func (t *tx) applyClaim(c *Command, token uint64) Result {
 	now := t.meta.Now
+	if ts, ok := t.tombstone(c.Key); ok {
+		// The operation ran, or may have, and its response is gone: a late
+		// retry must not run it again.
+		if !bytes.Equal(ts.Fingerprint, c.Fingerprint) {
+			return Result{Outcome: OutcomeMismatch}
+		}
+		return Result{Outcome: OutcomeExpired, Record: tombstoneOf(ts)}
+	}
 	r, ok := t.live(c.Key)
 	switch {
 	case !ok:
@@ -23,6 +31,7 @@ func (t *tx) applyClaim(c *Command, token uint64) Result {
 			LeaseExpiresAt: now + c.Lease,
 			CreatedAt:      now,
 			ExpiresAt:      max(now+c.TTL, now+c.Lease),
+			TombstoneFor:   c.Tombstone,
 		}
 		if q := t.admit(c.Quota, won); q != QuotaNone {
 			return Result{Outcome: OutcomeQuotaExceeded, Exceeded: q}
@@ -46,11 +55,15 @@ func (t *tx) applyClaim(c *Command, token uint64) Result {
 	taken.Attempt = r.Attempt + 1
 	taken.LeaseExpiresAt = now + c.Lease
 	taken.ExpiresAt = max(r.ExpiresAt, taken.LeaseExpiresAt)
+	taken.TombstoneFor = c.Tombstone
 	t.put(&taken)
 	return Result{Outcome: OutcomeWon, Record: &taken}
 }
 
 func (t *tx) applyComplete(c *Command) Result {
+	if _, ok := t.tombstone(c.Key); ok {
+		return Result{Outcome: OutcomeExpired}
+	}
 	r, ok := t.live(c.Key)
 	switch {
 	case !ok:
@@ -69,6 +82,7 @@ func (t *tx) applyComplete(c *Command) Result {
 	done.CompletedAt = t.meta.Now
 	done.LeaseExpiresAt = 0
 	done.Checkpoint = nil // the operation is done: nothing is left to resume
+	done.TombstoneFor = c.Tombstone
 	done.Response = c.Response
 	if done.Response == nil {
 		done.Response = &Response{}
@@ -86,6 +100,9 @@ func (t *tx) applyComplete(c *Command) Result {
 // running them again is what the point is for; the next claim takes the
 // record over at once and resumes after the point.
 func (t *tx) applyRelease(c *Command) Result {
+	if _, ok := t.tombstone(c.Key); ok {
+		return Result{Outcome: OutcomeExpired}
+	}
 	r, ok := t.live(c.Key)
 	switch {
 	case !ok:
@@ -105,6 +122,9 @@ func (t *tx) applyRelease(c *Command) Result {
 }
 
 func (t *tx) applyExtend(c *Command) Result {
+	if _, ok := t.tombstone(c.Key); ok {
+		return Result{Outcome: OutcomeExpired}
+	}
 	r, ok := t.live(c.Key)
 	switch {
 	case !ok:
@@ -130,6 +150,9 @@ func (t *tx) applyCheckpoint(c *Command) Result {
 	if cp == nil {
 		cp = &Checkpoint{} // as it decodes
 	}
+	if _, ok := t.tombstone(c.Key); ok {
+		return Result{Outcome: OutcomeExpired}
+	}
 	r, ok := t.live(c.Key)
 	switch {
 	case !ok:
@@ -150,12 +173,18 @@ func (t *tx) applyCheckpoint(c *Command) Result {
 	return Result{Outcome: OutcomeOK, Record: &next}
 }
 
-// applyExpire deletes up to Limit records whose TTL ended, oldest first; the
-// bound keeps one entry from stalling the log however much has expired.
+// applyExpire acts on up to Limit records that are due, oldest first: one
+// past its TTL that has a tombstone time is cut down to its tombstone, any
+// other is deleted. The bound keeps one entry from stalling the log however
+// much has expired.
 func (t *tx) applyExpire(c *Command) Result {
 	due := t.due(int(min(c.Limit, maxExpireLimit)))
 	for _, r := range due {
-		t.remove(r.RecordKey)
+		if !r.Tombstone && r.deleteAt() > t.meta.Now {
+			t.put(tombstoneOf(r))
+		} else {
+			t.remove(r.RecordKey)
+		}
 		t.changed = append(t.changed, r.RecordKey)
 	}
 	return Result{Outcome: OutcomeOK, Expired: len(due)}

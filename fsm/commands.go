@@ -24,15 +24,29 @@ const (
 	typeEnd
 )
 
-// Which command types a release applies. Every release with the on-disk
-// store applies those up to TypeBatch; LastType is the newest this one
-// does. A node that meets a type it does not know stops rather than
-// diverge, so a leader proposes a newer type only once every voter runs a
-// release that applies it (cluster.Node.Apply).
+// Command levels: which commands a release applies. Every release with
+// the on-disk store applies level 1: Claim to Batch, with quotas. Level 2
+// adds Checkpoint and tombstone times. A node that meets a command it
+// cannot decode stops rather than diverge, so a leader proposes a command
+// above BaseLevel only once every voter runs a release that applies it
+// (cluster.Node.Apply).
 const (
-	BaseType = TypeBatch
-	LastType = typeEnd - 1
+	BaseLevel = 1
+	LastLevel = 2
 )
+
+// LevelOf is the level a node must apply to decode c.
+func LevelOf(c *Command) int {
+	if c.Type == TypeCheckpoint || carriesTombstone(c) {
+		return 2
+	}
+	for _, sub := range c.Batch {
+		if LevelOf(sub) > BaseLevel {
+			return 2
+		}
+	}
+	return BaseLevel
+}
 
 var typeNames = [...]string{"unknown", "claim", "complete", "release", "extend", "expire", "batch", "checkpoint"}
 
@@ -64,4 +78,9 @@ type Command struct {
 	// Quota is the tenant's quota the proposing leader stamped (claim,
 	// complete, checkpoint); zero is unlimited. See quota.go.
 	Quota Quota
+	// Tombstone is how long the record stays a tombstone after its TTL
+	// (claim, complete; nanoseconds, 0: none), as the proposing leader's
+	// --tombstone-ttl says: stamped like Quota, so nodes configured
+	// differently never diverge.
+	Tombstone int64
 }

@@ -105,15 +105,48 @@ func (e *encoder) command(c *Command) {
 		}
 	}
 	e.quota(c)
+	e.tombstone(c)
+}
+
+// tombstoneFlag is set in the type byte of an encoded Claim or Complete
+// that carries a tombstone time, which follows its quota (if any). A
+// command without one encodes as before tombstones existed.
+const tombstoneFlag byte = 0x40
+
+func carriesTombstone(c *Command) bool {
+	return (c.Type == TypeClaim || c.Type == TypeComplete) && c.Tombstone != 0
+}
+
+func (e *encoder) tombstone(c *Command) {
+	if carriesTombstone(c) {
+		e.varint(c.Tombstone)
+	}
+}
+
+// stamps reads what the proposing leader stamped into a flagged command:
+// its quota, then its tombstone time. A tombstone flag on another type, or
+// a time that is not positive, is malformed.
+func (d *decoder) stamps(c *Command, quota, tombstone bool) {
+	d.quota(c, quota)
+	if !tombstone {
+		return
+	}
+	if c.Type != TypeClaim && c.Type != TypeComplete {
+		d.fail(fmt.Errorf("%w: tombstone time on a %s command", ErrMalformed, c.Type))
+		return
+	}
+	if c.Tombstone = d.varint(); d.err == nil && c.Tombstone <= 0 {
+		d.fail(fmt.Errorf("%w: tombstone time %d", ErrMalformed, c.Tombstone))
+	}
 }
 
 // command decodes one command; a Batch may not nest (top is false inside one).
 func (d *decoder) command(top bool) *Command {
 	typ := d.byte1()
-	c := &Command{Type: CommandType(typ &^ quotaFlag), Now: d.varint()}
-	// A flagged command's quota follows its own fields: read it on every
-	// return path below.
-	defer d.quota(c, typ&quotaFlag != 0)
+	c := &Command{Type: CommandType(typ &^ (quotaFlag | tombstoneFlag)), Now: d.varint()}
+	// A flagged command's quota and tombstone time follow its own fields,
+	// in that order: read them on every return path below.
+	defer d.stamps(c, typ&quotaFlag != 0, typ&tombstoneFlag != 0)
 	switch c.Type {
 	case TypeClaim:
 		c.Key = d.key()
@@ -166,9 +199,10 @@ func (d *decoder) command(top bool) *Command {
 // that EncodeCommand allocates once: a batch of 20 claims grew its buffer
 // five times, and encoding was 11 % of the leader's allocations.
 func commandSize(c *Command) int {
-	// type, then at most ten varints: time, three key lengths, fingerprint
-	// and owner lengths, two of lease/TTL/token/limit/count, the quota's two.
-	n := 1 + 10*binary.MaxVarintLen64 + len(c.Key.Tenant) + len(c.Key.Scope) + len(c.Key.Key) +
+	// type, then at most eleven varints: time, three key lengths,
+	// fingerprint and owner lengths, two of lease/TTL/token/limit/count, the
+	// quota's two, the tombstone time.
+	n := 1 + 11*binary.MaxVarintLen64 + len(c.Key.Tenant) + len(c.Key.Scope) + len(c.Key.Key) +
 		len(c.Owner) + len(c.Fingerprint) + responseSize(c.Response) + checkpointSize(c.Checkpoint)
 	for _, sub := range c.Batch {
 		n += commandSize(sub)
@@ -260,13 +294,25 @@ func (e *encoder) record(r *Record) {
 		e.byte1(fieldCheckpoint)
 		e.checkpoint(r.Checkpoint)
 	}
+	if r.TombstoneFor != 0 {
+		e.byte1(fieldTombstoneFor)
+		e.varint(r.TombstoneFor)
+	}
+	if r.Tombstone {
+		e.byte1(fieldTombstone)
+	}
 }
 
 // Optional fields of a record follow its response, each a tag byte and its
 // value, in tag order; a record without them encodes exactly as records
 // did before they existed, so stores, snapshots and digests of older
 // releases read and compare unchanged.
-const fieldCheckpoint byte = 1
+const (
+	fieldCheckpoint   byte = 1
+	fieldTombstoneFor byte = 2
+	// fieldTombstone has no value: present, the record is a tombstone.
+	fieldTombstone byte = 3
+)
 
 // checkpoint encodes a recovery point; nil encodes as an empty one, which
 // is what a Checkpoint command without one applies as.
@@ -304,6 +350,12 @@ func (d *decoder) optionalFields(r *Record) {
 		switch tag {
 		case fieldCheckpoint:
 			r.Checkpoint = d.checkpoint()
+		case fieldTombstoneFor:
+			if r.TombstoneFor = d.varint(); d.err == nil && r.TombstoneFor <= 0 {
+				d.fail(fmt.Errorf("%w: tombstone time %d", ErrMalformed, r.TombstoneFor))
+			}
+		case fieldTombstone:
+			r.Tombstone = true
 		default:
 			d.fail(fmt.Errorf("%w: record field %d", ErrMalformed, tag))
 		}

@@ -79,6 +79,6 @@ func DecodeRecord(b []byte) (*Record, error) {
 
 // recordSizeBound bounds the encoding of r, so EncodeRecord allocates once.
 func recordSizeBound(r *Record) int {
-	return 12*10 + len(r.Tenant) + len(r.Scope) + len(r.Key) + len(r.Fingerprint) + len(r.Owner) +
+	return 14*10 + len(r.Tenant) + len(r.Scope) + len(r.Key) + len(r.Fingerprint) + len(r.Owner) +
 		responseSize(r.Response) + checkpointSize(r.Checkpoint)
 }

@@ -148,6 +148,19 @@ func (m *Machine) live(k RecordKey) (*Record, bool) {
 	return r, true
 }
 
+// Tombstone returns the record under k while it is a tombstone: past its
+// TTL, within its tombstone time (see Record.TombstoneFor). What a
+// tombstone keeps is all it returns, cut down or not yet.
+func (m *Machine) Tombstone(k RecordKey) (*Record, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	r := mustRecord(m.store.Get(EncodeKey(k)))
+	if r == nil || !r.tombstoneAt(m.meta.Now) {
+		return nil, false
+	}
+	return tombstoneOf(r), true
+}
+
 // GetWatch returns the live record under k and, when it is PENDING, a
 // channel that is closed at the next change of k (nil otherwise). Reading and
 // registering under one lock means no change can slip between the two. Only

@@ -24,9 +24,15 @@ const (
 	// OutcomeQuotaExceeded: the claim or completion would take the tenant
 	// past its Quota; nothing was stored. Result.Exceeded says which quota.
 	OutcomeQuotaExceeded
+	// OutcomeExpired: the key's record is a tombstone. The operation ran,
+	// or may have (it expired PENDING), and its response is gone: it must
+	// not run again. Result.Record is the tombstone on a claim of the same
+	// fingerprint.
+	OutcomeExpired
 )
 
-var outcomeNames = [...]string{"unknown", "won", "in_progress", "completed", "mismatch", "fenced", "not_found", "ok", "quota_exceeded"}
+var outcomeNames = [...]string{"unknown", "won", "in_progress", "completed", "mismatch", "fenced", "not_found", "ok",
+	"quota_exceeded", "expired"}
 
 // String returns the lower-case name used by the CLI and logs.
 func (o Outcome) String() string {

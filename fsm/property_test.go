@@ -23,6 +23,9 @@ var (
 	propBodies  = [][]byte{nil, {}, []byte("ok"), []byte("declined")}
 	propHeaders = [][]Header{nil, {}, {{"A", "1"}}, {{"A", "1"}, {"A", "2"}}}
 	propPoints  = []string{"charged", "charged", "receipt-sent"}
+	// Most commands of a run carry the same tombstone time, as from one
+	// leader; some none, some another.
+	propTombstones = []int64{0, 120 * sec, 120 * sec, 30 * sec}
 )
 
 // cmdGen draws commands whose Now wanders forward and sometimes back, and
@@ -42,8 +45,10 @@ func (g *cmdGen) command(t *rapid.T, top bool) *Command {
 		c.Owner = rapid.SampledFrom(propOwners).Draw(t, "owner")
 		c.Lease = rapid.SampledFrom(propLeases).Draw(t, "lease")
 		c.TTL = rapid.SampledFrom(propTTLs).Draw(t, "ttl")
+		c.Tombstone = rapid.SampledFrom(propTombstones).Draw(t, "tombstone")
 	case kind < 6:
 		c.Type, c.Token = TypeComplete, g.token(t)
+		c.Tombstone = rapid.SampledFrom(propTombstones).Draw(t, "tombstone")
 		if rapid.IntRange(0, 4).Draw(t, "nilResp") > 0 {
 			c.Response = &Response{
 				Status:  rapid.SampledFrom([]int32{200, 402}).Draw(t, "status"),
@@ -158,6 +163,11 @@ func (s *safety) check(c *Command, res Result, before, after map[RecordKey]*Reco
 	floor := s.maxToken
 	for _, k := range propKeys {
 		prev, cur := before[k], after[k]
+		// A completed record stays until its tombstone ends (the same
+		// lifetime, cut down or not): a late retry can never run it again.
+		if prev != nil && prev.State == StateCompleted && now < prev.deleteAt() && (cur == nil || cur.CreatedAt != prev.CreatedAt) {
+			return fmt.Errorf("completed record %q replaced or deleted before its tombstone ended at %d:\n%+v\n-> %+v", k.Key, prev.deleteAt(), prev, cur)
+		}
 		if cur != nil && cur.ExpiresAt <= now {
 			cur = nil // past TTL: absent for every command
 		}
@@ -321,6 +331,7 @@ func anyCommand(t *rapid.T, top bool) *Command {
 	case TypeClaim:
 		c.Fingerprint, c.Owner = bytesGen.Draw(t, "fp"), str("owner")
 		c.Lease, c.TTL = rapid.Int64().Draw(t, "lease"), rapid.Int64().Draw(t, "ttl")
+		c.Tombstone = rapid.Int64Min(0).Draw(t, "tombstone")
 	case TypeComplete:
 		c.Token = rapid.Uint64().Draw(t, "token")
 		if rapid.Bool().Draw(t, "hasResp") {

@@ -67,6 +67,16 @@ func recordSize(r *Record) uint64 {
 	return uint64(n)
 }
 
+// cost is what r counts toward its tenant's usage: a key, unless it is a
+// tombstone, and its bytes.
+func cost(r *Record) Usage {
+	u := Usage{Keys: 1, Bytes: recordSize(r)}
+	if r.Tombstone {
+		u.Keys = 0
+	}
+	return u
+}
+
 // admit reports which quota storing next would exceed, given what is stored
 // under its key now (an expired record the claim replaces, or the PENDING
 // record a completion fills in). Only growth is refused: a command that
@@ -79,7 +89,10 @@ func (t *tx) admit(q Quota, next *Record) QuotaKind {
 	use := t.usageOf(next.Tenant)
 	keys, bytes := use.Keys+1, use.Bytes+recordSize(next)
 	if old, ok := t.get(next.RecordKey); ok {
-		keys, bytes = use.Keys, bytes-recordSize(old)
+		bytes -= recordSize(old)
+		if !old.Tombstone {
+			keys = use.Keys
+		}
 	}
 	switch {
 	case q.Keys > 0 && keys > use.Keys && keys > q.Keys:
@@ -127,12 +140,17 @@ func growsRecords(t CommandType) bool {
 	return t == TypeClaim || t == TypeComplete || t == TypeCheckpoint
 }
 
-// typeByte is the encoded type of c, flagged when a quota follows.
+// typeByte is the encoded type of c, flagged when a quota or a tombstone
+// time follows.
 func typeByte(c *Command) byte {
+	b := byte(c.Type)
 	if carriesQuota(c) {
-		return byte(c.Type) | quotaFlag
+		b |= quotaFlag
 	}
-	return byte(c.Type)
+	if carriesTombstone(c) {
+		b |= tombstoneFlag
+	}
+	return b
 }
 
 func (e *encoder) quota(c *Command) {

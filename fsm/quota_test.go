@@ -189,7 +189,9 @@ func recount(m *Machine) map[string]Usage {
 	out := map[string]Usage{}
 	for _, r := range storedRecords(m) {
 		u := out[r.Tenant]
-		u.Keys++
+		if !r.Tombstone { // a tombstone costs bytes, not a key
+			u.Keys++
+		}
 		u.Bytes += recordSize(r)
 		out[r.Tenant] = u
 	}

@@ -94,6 +94,42 @@ type Record struct {
 	// Checkpoint is the last recovery point of a PENDING record, nil when
 	// none; a completion drops it.
 	Checkpoint *Checkpoint
+	// TombstoneFor is how long the record stays a tombstone after its TTL
+	// (nanoseconds; 0: none), as the leader stamped it into the command
+	// that last claimed or completed it (--tombstone-ttl).
+	TombstoneFor int64
+	// Tombstone says Expire has cut the record down to its tombstone: the
+	// response, owner and recovery point are gone. A record behaves as a
+	// tombstone from ExpiresAt whether or not this is set yet.
+	Tombstone bool
+}
+
+// deleteAt is when the record is gone for good: at the end of its TTL, or
+// of its tombstone after that.
+func (r *Record) deleteAt() int64 { return r.ExpiresAt + r.TombstoneFor }
+
+// dueAt is when Expire next acts on the record, the time a store's expiry
+// index keeps: at ExpiresAt it cuts a record with a tombstone time down to
+// its tombstone, at deleteAt it deletes it.
+func (r *Record) dueAt() int64 {
+	if r.TombstoneFor > 0 && !r.Tombstone {
+		return r.ExpiresAt
+	}
+	return r.deleteAt()
+}
+
+// tombstoneAt reports whether the record is a tombstone at now: past its
+// TTL, within its tombstone time.
+func (r *Record) tombstoneAt(now int64) bool {
+	return r.TombstoneFor > 0 && r.ExpiresAt <= now && now < r.deleteAt()
+}
+
+// tombstoneOf is what a tombstone keeps of r: the key, the fingerprint,
+// the final state, the token and the times.
+func tombstoneOf(r *Record) *Record {
+	ts := *r
+	ts.Owner, ts.Response, ts.Checkpoint, ts.Tombstone = "", nil, nil, true
+	return &ts
 }
 
 // joinKey returns k and owner as substrings of one new string laid out

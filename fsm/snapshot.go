@@ -230,13 +230,13 @@ func (ld *load) records(r *hashingReader, count uint64, meta *Meta) error {
 		if err := ld.check(i, key, rec); err != nil {
 			return err
 		}
-		if err := ld.b.Put(key, enc, rec.ExpiresAt); err != nil {
+		if err := ld.b.Put(key, enc, rec.dueAt()); err != nil {
 			return fmt.Errorf("store snapshot record %d: %w", i, err)
 		}
 		meta.account(rec, enc, 1)
-		u := ld.usage[rec.Tenant]
-		u.Keys++
-		u.Bytes += recordSize(rec)
+		u, c := ld.usage[rec.Tenant], cost(rec)
+		u.Keys += c.Keys
+		u.Bytes += c.Bytes
 		ld.usage[rec.Tenant] = u
 		if ld.legacy != nil {
 			ld.legacy.Write(enc)

@@ -21,10 +21,11 @@ package fsm
 type Store interface {
 	// Get returns the encoded record under key, or false.
 	Get(key []byte) ([]byte, bool, error)
-	// Due returns at most limit encoded records whose ExpiresAt is at or
-	// before t, in (ExpiresAt, key) order.
+	// Due returns at most limit encoded records whose due time (the time
+	// each RecordChange names: when Expire next acts on the record) is at
+	// or before t, in (due time, key) order.
 	Due(t int64, limit int) ([][]byte, error)
-	// NextExpiry returns the earliest ExpiresAt of any record.
+	// NextExpiry returns the earliest due time of any record.
 	NextExpiry() (int64, bool, error)
 	// Meta returns the metadata of the last Commit, or of what was opened.
 	Meta() Meta
@@ -77,8 +78,9 @@ type Builder interface {
 type RecordChange struct {
 	// Key is the record's ordered key (EncodeKey).
 	Key []byte
-	// HadOld says a record was stored; OldExpiresAt was its expiry, so the
-	// store can drop it from its expiry index.
+	// HadOld says a record was stored; OldExpiresAt was its due time
+	// (Record.dueAt: its expiry, or its tombstone's end), so the store can
+	// drop it from its expiry index; NewExpiresAt is the new record's.
 	HadOld       bool
 	OldExpiresAt int64
 	// New is the encoded record now stored, nil when the record is deleted.

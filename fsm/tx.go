@@ -75,6 +75,16 @@ func (t *tx) live(k RecordKey) (*Record, bool) {
 	return r, true
 }
 
+// tombstone returns the record under k while it is a tombstone (past its
+// TTL, within its tombstone time).
+func (t *tx) tombstone(k RecordKey) (*Record, bool) {
+	r, ok := t.get(k)
+	if !ok || !r.tombstoneAt(t.meta.Now) {
+		return nil, false
+	}
+	return r, true
+}
+
 // put stores r, replacing any record under the same key.
 func (t *tx) put(r *Record) {
 	e := t.record(r.RecordKey)
@@ -105,14 +115,13 @@ func (t *tx) usageOf(tenant string) Usage {
 
 // count adds (delta 1) or removes (delta -1) r's cost from its tenant.
 func (t *tx) count(r *Record, delta int) {
-	u := t.usageOf(r.Tenant)
-	size := recordSize(r)
+	u, c := t.usageOf(r.Tenant), cost(r)
 	if delta > 0 {
-		u.Keys++
-		u.Bytes += size
+		u.Keys += c.Keys
+		u.Bytes += c.Bytes
 	} else {
-		u.Keys--
-		u.Bytes -= size
+		u.Keys -= c.Keys
+		u.Bytes -= c.Bytes
 	}
 	if t.usage == nil {
 		t.usage = map[string]Usage{}
@@ -160,11 +169,11 @@ func (t *tx) recordChanges() []RecordChange {
 		}
 		rc := RecordChange{Key: e.key}
 		if e.orig != nil {
-			rc.HadOld, rc.OldExpiresAt = true, e.orig.ExpiresAt
+			rc.HadOld, rc.OldExpiresAt = true, e.orig.dueAt()
 			t.meta.account(e.orig, e.origEnc, -1)
 		}
 		if e.cur != nil {
-			rc.New, rc.NewExpiresAt = EncodeRecord(e.cur), e.cur.ExpiresAt
+			rc.New, rc.NewExpiresAt = EncodeRecord(e.cur), e.cur.dueAt()
 			t.meta.account(e.cur, rc.New, 1)
 		}
 		out = append(out, rc)
@@ -178,7 +187,7 @@ func (m *Meta) account(r *Record, enc []byte, delta int) {
 	h := recordHash(enc)
 	size := uint64(streamRecordSize(len(enc)))
 	pending := uint64(0)
-	if r.State == StatePending {
+	if r.State == StatePending && !r.Tombstone {
 		pending = 1
 	}
 	if delta > 0 {
@@ -211,8 +220,8 @@ func (t *tx) usageChanges() []TenantUsage {
 	return out
 }
 
-// due returns up to limit records whose TTL ended by FSM time, in
-// (ExpiresAt, key) order, as this point of the group sees them: the
+// due returns up to limit records Expire must act on by FSM time (dueAt),
+// in (dueAt, key) order, as this point of the group sees them: the
 // store's, less those the group changed, plus those the group wrote.
 func (t *tx) due(limit int) []*Record {
 	if limit <= 0 {
@@ -221,7 +230,7 @@ func (t *tx) due(limit int) []*Record {
 	now := t.meta.Now
 	var dirty []*Record
 	for _, e := range t.order {
-		if e.cur != e.orig && e.cur != nil && e.cur.ExpiresAt <= now {
+		if e.cur != e.orig && e.cur != nil && e.cur.dueAt() <= now {
 			dirty = append(dirty, e.cur)
 		}
 	}
@@ -243,11 +252,11 @@ func (t *tx) due(limit int) []*Record {
 	return out[:min(limit, len(out))]
 }
 
-// lessExpiry orders records by expiry time, then key: the order Expire
-// deletes in on every node.
+// lessExpiry orders records by dueAt, then key: the order Expire acts in
+// on every node.
 func lessExpiry(a, b *Record) bool {
-	if a.ExpiresAt != b.ExpiresAt {
-		return a.ExpiresAt < b.ExpiresAt
+	if a, b := a.dueAt(), b.dueAt(); a != b {
+		return a < b
 	}
 	return bytes.Compare(EncodeKey(a.RecordKey), EncodeKey(b.RecordKey)) < 0
 }
