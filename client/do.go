@@ -77,7 +77,10 @@ type Result struct {
 //     the claim up to the wait (WithWait, default Config.Wait) and answers
 //     with that holder's response, or lets this call run fn when the holder
 //     released the key or died; when the wait ends first, Do returns an
-//     *InProgressError. A key reused with another fingerprint is ErrMismatch.
+//     *InProgressError. A key reused with another fingerprint is ErrMismatch;
+//     a key whose record is a tombstone (it ran before the TTL ended, and
+//     the server keeps tombstones) is an *ExpiredError (ErrExpired): fn does
+//     not run.
 //   - While fn runs, Do extends the lease every third of it. If the lease is
 //     lost anyway (fn outlived a partition), fn's context is cancelled with
 //     cause ErrFenced.
@@ -110,6 +113,8 @@ func (c *Client) Do(ctx context.Context, id ID, fingerprint []byte, fn func(cont
 		return Result{}, &InProgressError{ID: id, LeaseExpiresAt: claim.LeaseExpiresAt, ExpiresAt: claim.ExpiresAt}
 	case OutcomeMismatch:
 		return Result{}, fmt.Errorf("do %s: %w", id, ErrMismatch)
+	case OutcomeExpired:
+		return Result{}, &ExpiredError{ID: id, ExpiresAt: claim.ExpiresAt, CompletedAt: claim.CompletedAt}
 	}
 	return Result{}, fmt.Errorf("do %s: unexpected claim outcome %s", id, claim.Outcome)
 }

@@ -17,6 +17,11 @@ var (
 	// ErrFenced means the caller no longer holds the record: its lease ran
 	// out and another claim took the record over, or the record is gone.
 	ErrFenced = errors.New("lease lost: the record is held by another claim")
+	// ErrExpired means the key's record is a tombstone: the operation ran
+	// (or may have: it expired PENDING) before the key's TTL ended, and its
+	// response is gone. Running it again could repeat the side effect; the
+	// error is an *ExpiredError saying when.
+	ErrExpired = errors.New("idempotency key expired: the operation ran or may have, and its response is gone")
 	// ErrNotFound means no live record exists under the key.
 	ErrNotFound = errors.New("record not found")
 	// ErrTooManyWaits means the server refused to hold another waiting call
@@ -54,6 +59,28 @@ func (e *InProgressError) Error() string {
 
 // Is makes errors.Is(err, ErrInProgress) hold.
 func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
+
+// ExpiredError reports a key whose record is a tombstone.
+type ExpiredError struct {
+	ID ID
+	// ExpiresAt is when the record expired.
+	ExpiresAt time.Time
+	// CompletedAt is when it completed; zero when it expired PENDING (its
+	// outcome is unknown).
+	CompletedAt time.Time
+}
+
+// Error says which key expired, when, and whether it had completed.
+func (e *ExpiredError) Error() string {
+	how := "expired pending (outcome unknown)"
+	if !e.CompletedAt.IsZero() {
+		how = "completed at " + e.CompletedAt.Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf("%s: %v: %s, expired at %s", e.ID, ErrExpired, how, e.ExpiresAt.Format(time.RFC3339Nano))
+}
+
+// Is makes errors.Is(err, ErrExpired) hold.
+func (e *ExpiredError) Is(target error) bool { return target == ErrExpired }
 
 // permanentError marks a failure that is stored and replayed.
 type permanentError struct{ err error }

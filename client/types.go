@@ -41,9 +41,13 @@ const (
 	OutcomeFenced
 	OutcomeNotFound
 	OutcomeOK
+	// OutcomeExpired: the key's record is a tombstone (the server keeps
+	// one after the TTL with --tombstone-ttl): the operation ran, or may
+	// have, and its response is gone. Do not run it again.
+	OutcomeExpired
 )
 
-var outcomeNames = [...]string{"unspecified", "won", "in_progress", "completed", "mismatch", "fenced", "not_found", "ok"}
+var outcomeNames = [...]string{"unspecified", "won", "in_progress", "completed", "mismatch", "fenced", "not_found", "ok", "expired"}
 
 // String returns the lower-case name of the outcome.
 func (o Outcome) String() string {
@@ -61,15 +65,20 @@ const (
 	StateUnspecified State = iota
 	StatePending
 	StateCompleted
+	// StateExpired is a tombstone: Record.CompletedAt is set when it
+	// completed; without it, it expired PENDING and its outcome is unknown.
+	StateExpired
 )
 
-// String returns "pending" or "completed".
+// String returns "pending", "completed" or "expired".
 func (s State) String() string {
 	switch s {
 	case StatePending:
 		return "pending"
 	case StateCompleted:
 		return "completed"
+	case StateExpired:
+		return "expired"
 	}
 	return fmt.Sprintf("state(%d)", int(s))
 }

@@ -15,6 +15,10 @@
 //     by the server and answered the moment the first one finishes.
 //   - 422: the key was used before with a different request (another
 //     fingerprint).
+//   - 410 (ProblemExpired): the key's TTL ended after the operation ran
+//     (or while it was still in progress), and the service keeps a
+//     tombstone (serve --tombstone-ttl): the response is gone, the handler
+//     does not run again, and the body says when it ran and expired.
 //   - 429 with Retry-After: the service refused the claim because the
 //     tenant is over its claim rate (problem type ProblemRateLimited) or its
 //     quota of stored keys or bytes (ProblemQuotaExceeded). The handler did

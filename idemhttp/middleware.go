@@ -297,6 +297,9 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, s
 			"This key was already used with a different request; use a new key for a new operation.")
 		p.OperationState = StateMismatch // and nothing more: the record is another request's
 		writeProblem(w, p, 0)
+	case errors.Is(err, client.ErrExpired):
+		h.observe(r, OutcomeExpired)
+		writeProblem(w, expired(err), 0)
 	case errors.Is(err, client.ErrInProgress), errors.Is(err, client.ErrTooManyWaits):
 		h.observe(r, OutcomeConflict)
 		writeProblem(w, inFlight(err), cfg.RetryAfter)
@@ -318,6 +321,26 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, s
 		writeProblem(w, notRun(http.StatusServiceUnavailable, ProblemUnavailable, "Idempotency service unavailable",
 			"The request was not processed; retry it with the same key."), cfg.RetryAfter)
 	}
+}
+
+// expired is the 410 answer: the operation ran under the key, or may have,
+// before the key's TTL ended, and the service kept only its tombstone.
+func expired(err error) problem {
+	p := problem{Type: ProblemExpired, Title: "Idempotency-Key expired", Status: http.StatusGone,
+		OperationState: StateExpired}
+	var gone *client.ExpiredError
+	if !errors.As(err, &gone) {
+		p.Detail = "This operation ran, or may have, and its record expired: its response is gone. Do not send it again with a new key."
+		return p
+	}
+	p.KeyExpiresAt = timeString(gone.ExpiresAt)
+	ran := "may have run: it was still in progress when its record expired"
+	if !gone.CompletedAt.IsZero() {
+		ran = "ran and completed at " + timeString(gone.CompletedAt)
+	}
+	p.Detail = fmt.Sprintf("This operation %s, at %s; its response is gone. Do not send it again with a new key: look its result up instead.",
+		ran, p.KeyExpiresAt)
+	return p
 }
 
 // inFlight is the 409 answer: the operation runs under the key elsewhere,

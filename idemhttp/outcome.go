@@ -25,6 +25,9 @@ const (
 	OutcomeConflict Outcome = "conflict"
 	// OutcomeMismatch: the key was used with another request (422).
 	OutcomeMismatch Outcome = "mismatch"
+	// OutcomeExpired: the key's record is a tombstone: the operation ran,
+	// or may have, before the TTL ended, and its response is gone (410).
+	OutcomeExpired Outcome = "expired"
 	// OutcomeLimited: the tenant is over its rate or quota (429).
 	OutcomeLimited Outcome = "limited"
 	// OutcomeUnavailable: the idempotency service could not be used (503,

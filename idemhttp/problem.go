@@ -59,11 +59,14 @@ func timeString(t time.Time) string {
 
 // Problem types of the middleware's own answers.
 const (
-	problemBase        = "https://idemnode.io/problems/"
-	ProblemMissingKey  = problemBase + "idempotency-key-missing"
-	ProblemInvalidKey  = problemBase + "idempotency-key-invalid"
-	ProblemInFlight    = problemBase + "request-in-flight"
-	ProblemKeyReused   = problemBase + "idempotency-key-reused"
+	problemBase       = "https://idemnode.io/problems/"
+	ProblemMissingKey = problemBase + "idempotency-key-missing"
+	ProblemInvalidKey = problemBase + "idempotency-key-invalid"
+	ProblemInFlight   = problemBase + "request-in-flight"
+	ProblemKeyReused  = problemBase + "idempotency-key-reused"
+	// ProblemExpired is the 410 answer to a request whose key expired
+	// after the operation ran (or may have): its response is gone.
+	ProblemExpired     = problemBase + "idempotency-key-expired"
 	ProblemUnavailable = problemBase + "idempotency-unavailable"
 	ProblemTooLarge    = problemBase + "request-too-large"
 	ProblemNoTenant    = problemBase + "tenant-unknown"

@@ -3,11 +3,16 @@ package idemhttp_test
 import (
 	"encoding/json"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemnode/idemnode/client"
+	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/idemhttp"
+	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/rpc"
 )
 
 // problemBody is the JSON of a problem answer, as a client reads it.
@@ -41,12 +46,15 @@ func decodeProblem(t *testing.T, r reply) problemBody {
 func TestProblemsSayWhatToDoNext(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
 	srv := serve(t, idemhttp.Config{Wait: 100 * time.Millisecond}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			<-release
 		}
 		w.WriteHeader(http.StatusCreated)
 	}))
+	t.Cleanup(free) // before the server closes, which waits for the handler
 
 	missing := decodeProblem(t, request(t, "POST", srv.URL+"/fast", "", `{}`))
 	if missing.Status != 400 || !*missing.SafeNewKey || missing.OperationState != "" {
@@ -57,7 +65,7 @@ func TestProblemsSayWhatToDoNext(t *testing.T) {
 	done := make(chan reply, 1)
 	go func() { done <- request(t, "POST", srv.URL+"/slow", key, `{"a":1}`) }()
 	var held reply
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if held = request(t, "POST", srv.URL+"/slow", key, `{"a":1}`); held.status == http.StatusConflict {
 			break
 		}
@@ -69,7 +77,7 @@ func TestProblemsSayWhatToDoNext(t *testing.T) {
 	if at, err := time.Parse(time.RFC3339Nano, *p.KeyExpiresAt); err != nil || at.Before(time.Now().Add(23*time.Hour)) {
 		t.Errorf("key_expires_at %q (%v): want about a day from now", *p.KeyExpiresAt, err)
 	}
-	close(release)
+	free()
 	if first := <-done; first.status != 201 {
 		t.Fatalf("first request: HTTP %d", first.status)
 	}
@@ -84,5 +92,43 @@ func TestProblemsSayWhatToDoNext(t *testing.T) {
 	at, err := time.Parse(time.RFC3339Nano, replay.header.Get(idemhttp.HeaderCompletedAt))
 	if replay.header.Get("Idempotent-Replayed") != "true" || err != nil || time.Since(at) > time.Minute || time.Until(at) > time.Second {
 		t.Errorf("replay: %v, completed at %q (%v): want the time it was stored", replay.header, replay.header.Get(idemhttp.HeaderCompletedAt), err)
+	}
+}
+
+// TestExpiredKeyIsGone: on a cluster that keeps tombstones, a retry after
+// the key's TTL is 410 Gone, saying when the operation's record expired,
+// that it completed, and that a new key is not safe; the handler does not
+// run again.
+func TestExpiredKeyIsGone(t *testing.T) {
+	t.Parallel()
+	limits := rpc.DefaultLimits()
+	limits.MinTTL, limits.MinLease, limits.TombstoneTTL = 100*time.Millisecond, 100*time.Millisecond, time.Hour
+	c := testcluster.Start(t, 1, testcluster.Options{Subnet: 161, Limits: &limits,
+		// One node: bootstrap alone (bootstrap-expect needs two or more).
+		Tune: func(cfg *cluster.Config) { cfg.Bootstrap, cfg.Join = true, nil }})
+	cl, err := client.New(client.Config{Addrs: []string{c.Nodes[0].GRPCAddr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	var runs atomic.Int64
+	srv := serve(t, idemhttp.Config{Client: cl, TTL: 200 * time.Millisecond, Lease: 150 * time.Millisecond},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runs.Add(1)
+			w.WriteHeader(http.StatusCreated)
+		}))
+	key := client.NewKey()
+	if r := request(t, "POST", srv.URL+"/charges", key, `{"amount":1}`); r.status != 201 {
+		t.Fatalf("first request: HTTP %d", r.status)
+	}
+	time.Sleep(300 * time.Millisecond)
+	gone := request(t, "POST", srv.URL+"/charges", key, `{"amount":1}`)
+	p := decodeProblem(t, gone)
+	if gone.status != http.StatusGone || p.Type != idemhttp.ProblemExpired || p.OperationState != idemhttp.StateExpired ||
+		*p.SafeNewKey || p.KeyExpiresAt == nil {
+		t.Fatalf("late retry: HTTP %d %s", gone.status, gone.body)
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("the handler ran %d times, want 1", runs.Load())
 	}
 }

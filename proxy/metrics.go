@@ -23,14 +23,14 @@ const outcomePassthrough = "passthrough"
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idemnode_proxy_requests_total",
-			Help: "Requests by how the proxy answered: executed, released, unrecorded, replayed, conflict, mismatch, limited, unavailable, refused, passthrough."},
+			Help: "Requests by how the proxy answered: executed, released, unrecorded, replayed, conflict, mismatch, expired, limited, unavailable, refused, passthrough."},
 			[]string{"outcome"}),
 		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "idemnode_proxy_upstream_seconds",
 			Help:    "Time to the upstream's response headers, by result: response, or error (refused, broken, timed out).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}, []string{"result"}),
 	}
 	for _, o := range []idemhttp.Outcome{idemhttp.OutcomeExecuted, idemhttp.OutcomeReleased, idemhttp.OutcomeUnrecorded, idemhttp.OutcomeReplayed,
-		idemhttp.OutcomeConflict, idemhttp.OutcomeMismatch, idemhttp.OutcomeLimited, idemhttp.OutcomeUnavailable,
+		idemhttp.OutcomeConflict, idemhttp.OutcomeMismatch, idemhttp.OutcomeExpired, idemhttp.OutcomeLimited, idemhttp.OutcomeUnavailable,
 		idemhttp.OutcomeRefused, outcomePassthrough} {
 		m.requests.WithLabelValues(string(o))
 	}

@@ -11,7 +11,21 @@ import (
 
 // The outcome enums of fsm and idempb are kept in the same order, so the
 // conversion is a cast; TestOutcomeNames guards the correspondence.
-func outcomeOf(o fsm.Outcome) idempb.Outcome { return idempb.Outcome(o) }
+// outcomeOf maps the state machine's outcomes onto the API's; they share
+// their numbers up to OK (QUOTA_EXCEEDED is an error, never an outcome).
+func outcomeOf(o fsm.Outcome) idempb.Outcome {
+	if o == fsm.OutcomeExpired {
+		return idempb.Outcome_OUTCOME_EXPIRED
+	}
+	return idempb.Outcome(o)
+}
+
+// tombstoneRecordOf is a tombstone as Get and Wait show it: state EXPIRED.
+func tombstoneRecordOf(r *fsm.Record) *idempb.Record {
+	out := recordOf(r)
+	out.State = idempb.State_STATE_EXPIRED
+	return out
+}
 
 func timestamp(unixNano int64) *timestamppb.Timestamp {
 	if unixNano == 0 {
@@ -85,6 +99,10 @@ func claimResponse(res fsm.Result) *idempb.ClaimResponse {
 		out.ExpiresAt = timestamp(r.ExpiresAt)
 		out.CompletedAt = timestamp(r.CompletedAt)
 		out.Response = responseOf(r.Response)
+	case fsm.OutcomeExpired:
+		// When it expired, and whether it had completed: all that is left.
+		out.ExpiresAt = timestamp(r.ExpiresAt)
+		out.CompletedAt = timestamp(r.CompletedAt)
 	}
 	return out
 }

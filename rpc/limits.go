@@ -53,6 +53,11 @@ type Limits struct {
 	TenantMaxKeys   uint64
 	TenantMaxBytes  uint64
 	QuotaRetryAfter time.Duration
+	// TombstoneTTL is how long a record that completed, or expired
+	// PENDING, stays a tombstone after its TTL (0: none), so a late retry
+	// is answered EXPIRED instead of running again. Stamped into the
+	// Claims and Completes this node proposes, like the quotas.
+	TombstoneTTL time.Duration
 }
 
 // DefaultLimits returns the limits of docs/API.md.

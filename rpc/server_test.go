@@ -191,10 +191,14 @@ func checkReflection(t *testing.T, c *testCluster) {
 // TestOutcomeNames guards the casts in convert.go: fsm's outcome and state
 // enums must line up with idempb's value for value.
 func TestOutcomeNames(t *testing.T) {
-	if got, want := len(idempb.Outcome_name), int(fsm.OutcomeOK)+1; got != want {
-		t.Fatalf("idempb has %d outcomes, fsm has %d", got, want)
+	// Every fsm outcome but QUOTA_EXCEEDED, which the API answers as an error.
+	if got, want := len(idempb.Outcome_name), int(fsm.OutcomeExpired); got != want {
+		t.Fatalf("idempb has %d outcomes, fsm has %d besides quota_exceeded", got, want)
 	}
-	for o := fsm.OutcomeUnknown; o <= fsm.OutcomeOK; o++ {
+	for o := fsm.OutcomeUnknown; o <= fsm.OutcomeExpired; o++ {
+		if o == fsm.OutcomeQuotaExceeded {
+			continue
+		}
 		want := "OUTCOME_" + strings.ToUpper(o.String())
 		if o == fsm.OutcomeUnknown {
 			want = "OUTCOME_UNSPECIFIED"
@@ -203,8 +207,9 @@ func TestOutcomeNames(t *testing.T) {
 			t.Errorf("outcomeOf(fsm %q) = %s, want %s", o, got, want)
 		}
 	}
-	if got, want := len(idempb.State_name), int(fsm.StateCompleted)+1; got != want {
-		t.Fatalf("idempb has %d states, fsm has %d", got, want)
+	// And the states, with EXPIRED, which is how the API shows a tombstone.
+	if got, want := len(idempb.State_name), int(fsm.StateCompleted)+2; got != want {
+		t.Fatalf("idempb has %d states, fsm has %d and EXPIRED", got, want)
 	}
 	for _, s := range []fsm.State{fsm.StatePending, fsm.StateCompleted} {
 		rec := recordOf(&fsm.Record{State: s})

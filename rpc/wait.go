@@ -68,6 +68,9 @@ func (s *Server) waitLocal(ctx context.Context, key fsm.RecordKey, timeout time.
 		r, ok, changed := s.backend.Machine().GetWatch(key)
 		switch {
 		case !ok:
+			if ts, gone := s.backend.Machine().Tombstone(key); gone {
+				return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_EXPIRED, Record: tombstoneRecordOf(ts)}, nil
+			}
 			return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_NOT_FOUND}, nil
 		case changed == nil:
 			return &idempb.WaitResponse{Outcome: idempb.Outcome_OUTCOME_COMPLETED, Record: recordOf(r)}, nil

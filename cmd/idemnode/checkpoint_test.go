@@ -57,3 +57,25 @@ func TestCheckpointCLI(t *testing.T) {
 		t.Errorf("get does not show the recovery point:\n%s", stdout)
 	}
 }
+
+// TestTombstoneCLI: a late claim of a completed key exits 1 with outcome
+// expired; a bad --tombstone-ttl is a usage error.
+func TestTombstoneCLI(t *testing.T) {
+	t.Parallel()
+	s := mustServer(t, "--min-ttl", "100ms", "--min-lease", "100ms", "--tombstone-ttl", "1h")
+	var won claimJSON
+	s.cliJSON(0, &won, "claim", "--key", "paid", "--fingerprint", "aa", "--owner", "o1", "--ttl", "200ms", "--lease", "100ms")
+	var out struct {
+		Outcome string `json:"outcome"`
+	}
+	s.cliJSON(0, &out, "complete", "--key", "paid", "--token", strconv.FormatUint(won.Token, 10))
+	time.Sleep(300 * time.Millisecond)
+	var late claimJSON
+	s.cliJSON(exitRefused, &late, "claim", "--key", "paid", "--fingerprint", "aa", "--owner", "o2")
+	if late.Outcome != "expired" {
+		t.Fatalf("late claim: %+v", late)
+	}
+	if _, stderr, code := cli(t, "serve", "--dev", "--tombstone-ttl", "-1s"); code != exitUsage || !strings.Contains(stderr, "--tombstone-ttl") {
+		t.Errorf("serve --tombstone-ttl -1s: exit %d, stderr %q", code, stderr)
+	}
+}

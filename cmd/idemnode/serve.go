@@ -55,6 +55,7 @@ type serveFlags struct {
 	faultBug          string
 	minLease          time.Duration
 	minTTL            time.Duration
+	tombstoneTTL      time.Duration
 	pprof             bool
 	auth              authFlags
 	tls               tlsFlags
@@ -113,6 +114,7 @@ func newServeCmd() *cobra.Command {
 		"exit when a Raft log write takes longer, so a healthy node can lead (0: off)")
 	fl.DurationVar(&f.minLease, "min-lease", time.Second, "smallest lease a claim may ask for")
 	fl.DurationVar(&f.minTTL, "min-ttl", time.Minute, "smallest TTL a claim may ask for")
+	fl.DurationVar(&f.tombstoneTTL, "tombstone-ttl", 0, "keep a tombstone this long after a record's TTL, so a late retry is answered EXPIRED instead of running again (0: none; payments: 720h)")
 	fl.BoolVar(&f.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on --http-addr")
 	f.tls.register(fl)
 	// Fault injection, for the jepsen harness only: hidden and off by default.
@@ -179,11 +181,17 @@ func (f *serveFlags) validate() error {
 	if f.minLease <= 0 || f.minLease > time.Hour || f.minTTL <= 0 || f.minTTL > 30*24*time.Hour {
 		return fmt.Errorf("--min-lease must be in (0, 1h] and --min-ttl in (0, 720h]")
 	}
+	if f.tombstoneTTL < 0 || f.tombstoneTTL > maxTombstoneTTL {
+		return fmt.Errorf("--tombstone-ttl must be in [0, %s], got %s", maxTombstoneTTL, f.tombstoneTTL)
+	}
 	if f.expiryInterval <= 0 {
 		return fmt.Errorf("--expiry-interval must be positive, got %s", f.expiryInterval)
 	}
 	return f.tls.check(f.gossipAddr != "", f.dev)
 }
+
+// maxTombstoneTTL bounds --tombstone-ttl: a year past the longest TTL.
+const maxTombstoneTTL = 365 * 24 * time.Hour
 
 func newLogger(level, format string) (*slog.Logger, error) {
 	var lv slog.Level
@@ -275,7 +283,7 @@ func serve(ctx context.Context, f serveFlags) error {
 		opts = append(opts, bug)
 	}
 	limits := rpc.DefaultLimits()
-	limits.MinLease, limits.MinTTL = f.minLease, f.minTTL
+	limits.MinLease, limits.MinTTL, limits.TombstoneTTL = f.minLease, f.minTTL, f.tombstoneTTL
 	f.auth.applyLimits(&limits)
 	unary, stream, tokens, err := f.auth.interceptors(limits.MaxTenant, log)
 	if err != nil {

@@ -20,6 +20,8 @@ into Python types:
   OUTCOME_FENCED       "fenced"       your token no longer holds the record
   OUTCOME_NOT_FOUND    "not_found"    no such record (or it expired)
   OUTCOME_OK           "ok"           it took effect
+  OUTCOME_EXPIRED      "expired"      it ran (or may have) and its key expired:
+                                      do not run it again (--tombstone-ttl)
   ==================== ============== ==========================================
 
 Outcomes are answers, not errors (HTTP 200). Errors are raised as
@@ -45,7 +47,7 @@ from datetime import datetime, timedelta
 from typing import Callable, NamedTuple, Optional, Sequence, Union
 
 __all__ = ["Client", "RecordId", "Response", "Claim", "Record", "Extended", "Read",
-           "DoResult", "IdemnodeError", "MismatchError", "InProgressError", "FencedError"]
+           "DoResult", "IdemnodeError", "MismatchError", "InProgressError", "FencedError", "ExpiredError"]
 
 Duration = Union[None, int, float, str, timedelta]
 
@@ -74,6 +76,8 @@ class Claim:
     expires_at: Optional[datetime]
     response: Optional[Response]
     owner: str
+    # recovery_point: (name, data) of the last checkpoint, on a won takeover.
+    recovery_point: Optional[tuple] = None
 
 
 @dataclass
@@ -141,6 +145,11 @@ class InProgressError(Exception):
 
 class FencedError(Exception):
     """do: fn ran, but its completion was refused (the lease was lost and taken over)."""
+
+
+class ExpiredError(Exception):
+    """do: the key expired after its operation ran (or may have), and the
+    server keeps a tombstone: fn is not run again (map it to HTTP 410)."""
 
 
 def _seconds(d: Duration) -> Optional[float]:
@@ -284,8 +293,10 @@ class Client:
                 "lease": _duration(lease), "ttl": _duration(ttl), "wait": _duration(wait)}
         m = self._call("POST", "/v1/claim", {k: v for k, v in body.items() if v is not None},
                        wait=_seconds(wait) or 0.0)
+        point = m.get("recoveryPoint")
         return Claim(_outcome(m["outcome"]), int(m["token"]), m["attempt"], _time(m["leaseExpiresAt"]),
-                     _time(m["expiresAt"]), _response(m["response"]), owner)
+                     _time(m["expiresAt"]), _response(m["response"]), owner,
+                     (point["name"], base64.b64decode(point.get("data") or "")) if point else None)
 
     def complete(self, id: RecordId, token: int, status: int, headers, body: bytes) -> str:
         """Stores the holder's response under its token, to be replayed byte for byte.
@@ -312,6 +323,16 @@ class Client:
         never shortens), or answers "fenced" / "not_found"."""
         m = self._call("POST", "/v1/extend", {"id": id._asdict(), "token": str(token), "lease": _duration(lease)})
         return Extended(_outcome(m["outcome"]), _time(m["leaseExpiresAt"]))
+
+    def checkpoint(self, id: RecordId, token: int, point: str, data: bytes = b"") -> str:
+        """Records that step `point` of the holder's operation is done, with
+        what resuming after it needs (<= 64 KiB): "ok" (also for a retry with
+        the same data), "fenced", "mismatch" (this point was recorded with
+        other data) or "not_found". A claim that takes the key over returns it
+        as Claim.recovery_point."""
+        m = self._call("POST", "/v1/checkpoint", {"id": id._asdict(), "token": str(token), "point": point,
+                                                  "data": _b64(data)})
+        return _outcome(m["outcome"])
 
     def get(self, id: RecordId, stale: bool = False) -> Read:
         """Reads the record: "ok" with it, or "not_found". Linearizable unless
@@ -364,6 +385,7 @@ class Client:
                       releases or dies (we win and run fn), at most `wait`
                       seconds in all; then InProgressError.
           mismatch    MismatchError: the key was used for another request.
+          expired     ExpiredError: it ran before the key expired; fn is not called.
         If the completion is refused because the lease was lost, FencedError
         (fn ran, and another holder may run it again). If the server refuses
         to store the response (too large: 400), the key is released and the
@@ -380,6 +402,8 @@ class Client:
                 return DoResult(c.response, executed=False, replayed=True, token=c.token)
             if c.outcome == "mismatch":
                 raise MismatchError(f"do {id}: the key was used with a different request")
+            if c.outcome == "expired":
+                raise ExpiredError(f"do {id}: the key expired at {c.expires_at} after its operation ran: not running it again")
             if c.outcome != "in_progress":
                 raise RuntimeError(f"do {id}: unexpected claim outcome {c.outcome}")
             if time.monotonic() >= end:

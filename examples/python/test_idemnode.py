@@ -96,6 +96,23 @@ class LiveTest(unittest.TestCase):
         self.assertGreater(again.token, won.token)  # tokens only grow
         self.assertEqual(self.c.complete(id, won.token, 200, [], b""), "fenced")  # the old holder
 
+    def test_checkpoint_and_resume(self):
+        id, fp = new_id("rides"), b"ride"
+        won = self.c.claim(id, fp, "driver-1", lease="1s")
+        self.assertIsNone(won.recovery_point)
+        self.assertEqual(self.c.checkpoint(id, won.token, "charged", b"ch_1"), "ok")
+        self.assertEqual(self.c.checkpoint(id, won.token, "charged", b"ch_1"), "ok")  # a retry
+        self.assertEqual(self.c.checkpoint(id, won.token, "charged", b"ch_2"), "mismatch")
+        self.assertEqual(self.c.checkpoint(id, won.token + 1, "charged", b"ch_1"), "fenced")
+        time.sleep(1.1)  # the holder dies: its lease runs out
+        taken = self.c.claim(id, fp, "driver-2")
+        self.assertEqual((taken.outcome, taken.attempt), ("won", 2))
+        self.assertEqual(taken.recovery_point, ("charged", b"ch_1"))
+        self.assertEqual(self.c.checkpoint(id, won.token, "receipt-sent"), "fenced")  # the old holder
+        with self.assertRaises(IdemnodeError) as bad:
+            self.c.checkpoint(id, taken.token, "two words")
+        self.assertEqual((bad.exception.reason, bad.exception.metadata.get("field")), ("INVALID_FIELD", "point"))
+
     def test_wait(self):
         id = new_id("wait")
         self.assertEqual(self.c.wait(id, timeout=1).outcome, "not_found")

@@ -43,6 +43,10 @@ const (
 	Outcome_OUTCOME_FENCED      Outcome = 5
 	Outcome_OUTCOME_NOT_FOUND   Outcome = 6
 	Outcome_OUTCOME_OK          Outcome = 7
+	// EXPIRED: the key's record is a tombstone (serve --tombstone-ttl): the
+	// operation ran, or may have, and its response is gone. Do not run it
+	// again.
+	Outcome_OUTCOME_EXPIRED Outcome = 8
 )
 
 // Enum value maps for Outcome.
@@ -56,6 +60,7 @@ var (
 		5: "OUTCOME_FENCED",
 		6: "OUTCOME_NOT_FOUND",
 		7: "OUTCOME_OK",
+		8: "OUTCOME_EXPIRED",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED": 0,
@@ -66,6 +71,7 @@ var (
 		"OUTCOME_FENCED":      5,
 		"OUTCOME_NOT_FOUND":   6,
 		"OUTCOME_OK":          7,
+		"OUTCOME_EXPIRED":     8,
 	}
 )
 
@@ -102,6 +108,9 @@ const (
 	State_STATE_UNSPECIFIED State = 0
 	State_STATE_PENDING     State = 1
 	State_STATE_COMPLETED   State = 2
+	// EXPIRED: a tombstone. completed_at is set when it completed; without
+	// it, it expired PENDING and its outcome is unknown.
+	State_STATE_EXPIRED State = 3
 )
 
 // Enum value maps for State.
@@ -110,11 +119,13 @@ var (
 		0: "STATE_UNSPECIFIED",
 		1: "STATE_PENDING",
 		2: "STATE_COMPLETED",
+		3: "STATE_EXPIRED",
 	}
 	State_value = map[string]int32{
 		"STATE_UNSPECIFIED": 0,
 		"STATE_PENDING":     1,
 		"STATE_COMPLETED":   2,
+		"STATE_EXPIRED":     3,
 	}
 )
 
@@ -655,7 +666,8 @@ type ClaimResponse struct {
 	// recovery_point, on WON: the last Checkpoint a previous holder stored
 	// (a takeover, attempt > 1), where this holder resumes.
 	RecoveryPoint *RecoveryPoint `protobuf:"bytes,7,opt,name=recovery_point,json=recoveryPoint,proto3" json:"recovery_point,omitempty"`
-	// completed_at, on COMPLETED: when the response was stored.
+	// completed_at, on COMPLETED (and EXPIRED, when it completed): when the
+	// response was stored. On EXPIRED, expires_at is when the record expired.
 	CompletedAt   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2243,7 +2255,7 @@ const file_idem_proto_rawDesc = "" +
 	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\x12#\n" +
 	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x12\x16\n" +
 	"\x06digest\x18\x04 \x01(\tR\x06digest\x12\x18\n" +
-	"\arecords\x18\x05 \x01(\x04R\arecords*\xb4\x01\n" +
+	"\arecords\x18\x05 \x01(\x04R\arecords*\xc9\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vOUTCOME_WON\x10\x01\x12\x17\n" +
@@ -2253,11 +2265,13 @@ const file_idem_proto_rawDesc = "" +
 	"\x0eOUTCOME_FENCED\x10\x05\x12\x15\n" +
 	"\x11OUTCOME_NOT_FOUND\x10\x06\x12\x0e\n" +
 	"\n" +
-	"OUTCOME_OK\x10\a*F\n" +
+	"OUTCOME_OK\x10\a\x12\x13\n" +
+	"\x0fOUTCOME_EXPIRED\x10\b*Y\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_PENDING\x10\x01\x12\x13\n" +
-	"\x0fSTATE_COMPLETED\x10\x02*B\n" +
+	"\x0fSTATE_COMPLETED\x10\x02\x12\x11\n" +
+	"\rSTATE_EXPIRED\x10\x03*B\n" +
 	"\vConsistency\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n" +
 	"\x11CONSISTENCY_STALE\x10\x012\xad\x03\n" +
