@@ -45,11 +45,15 @@ func decodeProblem(t *testing.T, r reply) problemBody {
 // when the response was stored.
 func TestProblemsSayWhatToDoNext(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
+	release, running := make(chan struct{}), make(chan struct{}, 1)
 	var releaseOnce sync.Once
 	free := func() { releaseOnce.Do(func() { close(release) }) }
 	srv := serve(t, idemhttp.Config{Wait: 100 * time.Millisecond}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
+			select {
+			case running <- struct{}{}:
+			default:
+			}
 			<-release
 		}
 		w.WriteHeader(http.StatusCreated)
@@ -64,6 +68,7 @@ func TestProblemsSayWhatToDoNext(t *testing.T) {
 	key := client.NewKey()
 	done := make(chan reply, 1)
 	go func() { done <- request(t, "POST", srv.URL+"/slow", key, `{"a":1}`) }()
+	<-running // the first request holds the key: the next are duplicates
 	var held reply
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if held = request(t, "POST", srv.URL+"/slow", key, `{"a":1}`); held.status == http.StatusConflict {
