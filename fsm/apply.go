@@ -100,15 +100,10 @@ func (t *tx) applyComplete(c *Command) Result {
 // running them again is what the point is for; the next claim takes the
 // record over at once and resumes after the point.
 func (t *tx) applyRelease(c *Command) Result {
-	if _, ok := t.tombstone(c.Key); ok {
-		return Result{Outcome: OutcomeExpired}
-	}
-	r, ok := t.live(c.Key)
+	r, answer, ok := t.held(c, OutcomeOK) // absent: released already
 	switch {
 	case !ok:
-		return Result{Outcome: OutcomeOK}
-	case r.Token != c.Token || r.State != StatePending:
-		return Result{Outcome: OutcomeFenced}
+		return answer
 	case r.Checkpoint != nil:
 		if r.LeaseExpiresAt > t.meta.Now {
 			lapsed := *r
@@ -121,16 +116,27 @@ func (t *tx) applyRelease(c *Command) Result {
 	return Result{Outcome: OutcomeOK}
 }
 
-func (t *tx) applyExtend(c *Command) Result {
+// held returns the PENDING record c's token holds, or the answer when it
+// holds none: EXPIRED on a tombstone, absent when no record is live, and
+// FENCED when another token holds it or it is completed.
+func (t *tx) held(c *Command, absent Outcome) (*Record, Result, bool) {
 	if _, ok := t.tombstone(c.Key); ok {
-		return Result{Outcome: OutcomeExpired}
+		return nil, Result{Outcome: OutcomeExpired}, false
 	}
 	r, ok := t.live(c.Key)
 	switch {
 	case !ok:
-		return Result{Outcome: OutcomeNotFound}
+		return nil, Result{Outcome: absent}, false
 	case r.Token != c.Token || r.State != StatePending:
-		return Result{Outcome: OutcomeFenced}
+		return nil, Result{Outcome: OutcomeFenced}, false
+	}
+	return r, Result{}, true
+}
+
+func (t *tx) applyExtend(c *Command) Result {
+	r, answer, ok := t.held(c, OutcomeNotFound)
+	if !ok {
+		return answer
 	}
 	// The holder still owns the record even if its lease lapsed, as long as
 	// nobody took it over: the token check above is what fences.
@@ -150,15 +156,10 @@ func (t *tx) applyCheckpoint(c *Command) Result {
 	if cp == nil {
 		cp = &Checkpoint{} // as it decodes
 	}
-	if _, ok := t.tombstone(c.Key); ok {
-		return Result{Outcome: OutcomeExpired}
-	}
-	r, ok := t.live(c.Key)
+	r, answer, ok := t.held(c, OutcomeNotFound)
 	switch {
 	case !ok:
-		return Result{Outcome: OutcomeNotFound}
-	case r.Token != c.Token || r.State != StatePending:
-		return Result{Outcome: OutcomeFenced}
+		return answer
 	case r.Checkpoint != nil && r.Checkpoint.Point == cp.Point && bytes.Equal(r.Checkpoint.Data, cp.Data):
 		return Result{Outcome: OutcomeOK, Record: r}
 	case r.Checkpoint != nil && r.Checkpoint.Point == cp.Point:

@@ -233,6 +233,20 @@ func (c *clientFlags) dialWith(addr string, creds credentials.TransportCredentia
 	return grpc.NewClient(addr, append(opts, grpc.WithTransportCredentials(creds))...)
 }
 
+// outcomer is an answer that is only an outcome.
+type outcomer interface{ GetOutcome() idempb.Outcome }
+
+// callForOutcome runs a call whose answer is an outcome, and prints it.
+func (c *clientFlags) callForOutcome(ctx context.Context, call func(context.Context, idempb.IdempotencyClient) (outcomer, error)) error {
+	return c.call(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+		out, err := call(ctx, idempb.NewIdempotencyClient(conn))
+		if err != nil {
+			return err
+		}
+		return c.print(outcomeView{Outcome: outcomeName(out.GetOutcome())}, out.GetOutcome())
+	})
+}
+
 func addClientCommands(root *cobra.Command) {
 	root.AddCommand(newClaimCmd(), newCompleteCmd(), newReleaseCmd(), newExtendCmd(), newCheckpointCmd(),
 		newGetCmd(), newWaitCmd(), newStatusCmd(), newMembersCmd(), newRemoveMemberCmd(), newTransferLeadershipCmd(), newSnapshotCmd())
@@ -347,12 +361,8 @@ func newCompleteCmd() *cobra.Command {
 				return err
 			}
 			req := &idempb.CompleteRequest{Id: c.id(), Token: token, Response: resp}
-			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				out, err := idempb.NewIdempotencyClient(conn).Complete(ctx, req)
-				if err != nil {
-					return err
-				}
-				return c.print(outcomeView{Outcome: outcomeName(out.GetOutcome())}, out.GetOutcome())
+			return c.callForOutcome(cmd.Context(), func(ctx context.Context, api idempb.IdempotencyClient) (outcomer, error) {
+				return api.Complete(ctx, req)
 			})
 		},
 	}
@@ -415,12 +425,8 @@ func newReleaseCmd() *cobra.Command {
 				return err
 			}
 			req := &idempb.ReleaseRequest{Id: c.id(), Token: token}
-			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				out, err := idempb.NewIdempotencyClient(conn).Release(ctx, req)
-				if err != nil {
-					return err
-				}
-				return c.print(outcomeView{Outcome: outcomeName(out.GetOutcome())}, out.GetOutcome())
+			return c.callForOutcome(cmd.Context(), func(ctx context.Context, api idempb.IdempotencyClient) (outcomer, error) {
+				return api.Release(ctx, req)
 			})
 		},
 	}
@@ -486,12 +492,8 @@ func newCheckpointCmd() *cobra.Command {
 				return err
 			}
 			req := &idempb.CheckpointRequest{Id: c.id(), Token: token, Point: point, Data: data}
-			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				out, err := idempb.NewIdempotencyClient(conn).Checkpoint(ctx, req)
-				if err != nil {
-					return err
-				}
-				return c.print(outcomeView{Outcome: outcomeName(out.GetOutcome())}, out.GetOutcome())
+			return c.callForOutcome(cmd.Context(), func(ctx context.Context, api idempb.IdempotencyClient) (outcomer, error) {
+				return api.Checkpoint(ctx, req)
 			})
 		},
 	}
