@@ -230,6 +230,8 @@ func (r *Run) Checkpoint(ctx context.Context, point string, data []byte) error {
 		return err
 	case outcome == OutcomeFenced || outcome == OutcomeNotFound:
 		return fmt.Errorf("checkpoint %s of %s: %s: %w", point, r.id, outcome, ErrFenced)
+	case outcome == OutcomeExpired:
+		return fmt.Errorf("checkpoint %s of %s: %w", point, r.id, ErrExpired)
 	case outcome == OutcomeMismatch:
 		return fmt.Errorf("checkpoint %s of %s: recorded before with other data: %w", point, r.id, ErrMismatch)
 	case outcome != OutcomeOK:

@@ -338,4 +338,18 @@ func TestRunCheckpointOutcomes(t *testing.T) {
 	if out, err := cl.Checkpoint(ctx, id, won.Token+1, "charged", nil); err != nil || out != client.OutcomeFenced {
 		t.Fatalf("checkpoint by another token: %v %v", out, err)
 	}
+	// A run whose record was released from under it is fenced.
+	_, err = cl.Do(ctx, newID(), []byte("fp"), func(ctx context.Context) (client.Response, error) {
+		run, _ := client.RunFrom(ctx)
+		if out, err := cl.Release(ctx, run.ID(), run.Token()); err != nil || out != client.OutcomeOK {
+			return client.Response{}, fmt.Errorf("release: %v %v", out, err)
+		}
+		if err := run.Checkpoint(ctx, "charged", nil); !errors.Is(err, client.ErrFenced) {
+			return client.Response{}, fmt.Errorf("checkpoint after the record was released: %v, want ErrFenced", err)
+		}
+		return client.Response{Status: 200}, nil
+	})
+	if err == nil || !errors.Is(err, client.ErrFenced) {
+		t.Fatalf("do whose record was released: %v, want the completion fenced", err)
+	}
 }

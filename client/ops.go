@@ -79,9 +79,12 @@ func (c *Client) Complete(ctx context.Context, id ID, token uint64, response Res
 	return Outcome(resp.GetOutcome()), nil
 }
 
-// Release deletes the holder's PENDING record after a transient failure,
+// Release gives up the holder's PENDING record after a transient failure,
 // so that the next claim runs the side effect again: OK (also when the
-// record is already gone), or FENCED.
+// record is already gone or given up), FENCED, or EXPIRED. The record is
+// deleted, unless it has a recovery point: then it is kept without a
+// holder, and the next claim takes it over at once and resumes after the
+// point.
 func (c *Client) Release(ctx context.Context, id ID, token uint64) (Outcome, error) {
 	if err := id.check(); err != nil {
 		return OutcomeUnspecified, fmt.Errorf("release %s: %w", id, err)
@@ -120,8 +123,8 @@ func (c *Client) Extend(ctx context.Context, id ID, token uint64, lease time.Dur
 // Checkpoint stores a recovery point on the PENDING record token holds: the
 // step point is done, and data is what resuming after it needs. OK (stored,
 // or already stored with the same data), FENCED (another claim holds the
-// record, or it is completed), MISMATCH (point was stored with other data)
-// or NOT_FOUND. A claim that takes the record over gets the last point back
+// record, it is completed, or token released it), MISMATCH (point was
+// stored with other data), NOT_FOUND, or EXPIRED (a tombstone). A claim that takes the record over gets the last point back
 // (ClaimResult.RecoveryPoint).
 func (c *Client) Checkpoint(ctx context.Context, id ID, token uint64, point string, data []byte) (Outcome, error) {
 	if err := errors.Join(id.check(), textFields("point", point)); err != nil {

@@ -78,10 +78,9 @@ func (n *Node) Apply(ctx context.Context, c *fsm.Command) (fsm.Result, error) {
 	if n.raft.State() != raft.Leader {
 		return fsm.Result{}, ErrNotLeader
 	}
-	if level := fsm.LevelOf(c); level > fsm.BaseLevel {
-		if err := n.appliedEverywhere(level); err != nil {
-			return fsm.Result{}, err
-		}
+	c, err := n.withinLevel(c)
+	if err != nil {
+		return fsm.Result{}, err
 	}
 	p := proposals.Get().(*proposal)
 	p.ctx, p.cmd = ctx, c

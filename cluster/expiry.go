@@ -41,7 +41,7 @@ func (n *Node) expireDue() {
 			n.log.Warn("propose expire", "err", err)
 			return
 		}
-		n.metrics.expired.Add(float64(res.Expired))
+		n.metrics.expired.Add(float64(res.Expired - res.Tombstoned))
 		if res.Expired < int(n.cfg.ExpiryLimit) {
 			return
 		}

@@ -20,6 +20,9 @@ type metrics struct {
 	snapshotFailures *prometheus.CounterVec
 	restores         prometheus.Counter
 	proposalSize     prometheus.Histogram
+	// tombstonesWithheld counts Claims and Completes proposed without their
+	// tombstone time because a voter runs an older release.
+	tombstonesWithheld prometheus.Counter
 }
 
 // The stages a snapshot can fail in (idemnode_snapshot_failures_total).
@@ -47,6 +50,8 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 			Help: "Snapshots this node restored: installed from the leader, or loaded at start."}),
 		proposalSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "idemnode_proposal_commands",
 			Help: "Commands the leader proposed together in one log entry (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
+		tombstonesWithheld: prometheus.NewCounter(prometheus.CounterOpts{Name: "idemnode_tombstones_withheld_total",
+			Help: "Claims and completes this leader proposed without their tombstone time: a voter runs a release without tombstones."}),
 	}
 	// Every stage exists from the start, so an alert on its increase sees
 	// the first failure rather than a series appearing.
@@ -58,7 +63,7 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 		return
 	}
 	collectors := []prometheus.Collector{
-		m.leaderChanges, m.expired, m.applyBatch, m.snapshot, m.snapshotFailures, m.restores, m.proposalSize,
+		m.leaderChanges, m.expired, m.applyBatch, m.snapshot, m.snapshotFailures, m.restores, m.proposalSize, m.tombstonesWithheld,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_raft_state",
 			Help: "Raft state: 0 follower, 1 candidate, 2 leader, 3 shutdown."},
 			func() float64 { return float64(n.raft.State()) }),
@@ -78,7 +83,7 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 			func() float64 { return boolGauge(n.Ready() == nil) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_records_pending", Help: "Stored PENDING records."},
 			func() float64 { p, _ := n.Machine().Counts(); return float64(p) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_records_completed", Help: "Stored COMPLETED records."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_records_completed", Help: "Stored COMPLETED records, and tombstones."},
 			func() float64 { _, c := n.Machine().Counts(); return float64(c) }),
 	}
 	collectors = append(collectors, store.NewCollector(func() *store.Store {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -48,6 +49,9 @@ type Node struct {
 	// opened is when Open ran: the last contact of a node that never
 	// heard from a leader counts from it.
 	opened time.Time
+	// withheldWarned is when tombstone times were last reported withheld
+	// (Unix ns; upgrade.go).
+	withheldWarned atomic.Int64
 
 	stop     chan struct{}
 	wg       sync.WaitGroup

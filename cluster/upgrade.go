@@ -3,9 +3,57 @@ package cluster
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/idemnode/idemnode/fsm"
 )
+
+// withinLevel returns c as every voter can apply it (see fitLevel).
+func (n *Node) withinLevel(c *fsm.Command) (*fsm.Command, error) {
+	fitted, withheld, err := fitLevel(c, n.appliedEverywhere)
+	if withheld != nil {
+		if n.metrics != nil {
+			n.metrics.tombstonesWithheld.Inc()
+		}
+		n.warnWithheld(withheld)
+	}
+	return fitted, err
+}
+
+// fitLevel returns c if every voter applies its level (applies returns nil
+// for it). Otherwise a Claim or Complete is proposed without its tombstone
+// time, and withheld says why: that time is a setting of the cluster, not
+// the caller's operation, and refusing a Complete after the side effect
+// ran would leave its response unstored. A Checkpoint has no such
+// fallback and is refused (ErrUpgrading).
+func fitLevel(c *fsm.Command, applies func(level int) error) (fitted *fsm.Command, withheld, err error) {
+	level := fsm.LevelOf(c)
+	if level <= fsm.BaseLevel {
+		return c, nil, nil
+	}
+	if err := applies(level); err != nil {
+		if c.Type != fsm.TypeClaim && c.Type != fsm.TypeComplete {
+			return nil, nil, err
+		}
+		plain := *c
+		plain.Tombstone = 0
+		return &plain, err, nil
+	}
+	return c, nil, nil
+}
+
+// warnWithheld logs, at most once a minute, that tombstone times are
+// withheld (a voter runs an older release).
+func (n *Node) warnWithheld(why error) {
+	now := time.Now().UnixNano()
+	last := n.withheldWarned.Load()
+	if now-last < int64(time.Minute) || !n.withheldWarned.CompareAndSwap(last, now) {
+		return
+	}
+	n.log.Warn("tombstone times withheld until every voter runs this release: records written meanwhile keep none", "why", why)
+}
 
 // appliedEverywhere returns nil when every voter of the Raft configuration
 // runs a release that applies commands of level, as its gossip says, and

@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
@@ -42,5 +44,29 @@ func TestNewCommandsWaitForEveryVoter(t *testing.T) {
 		if got := olderVoters(tc.servers, "self", member, tc.level); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: older voters %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestFitLevel: while a voter is older, a Claim or Complete goes out
+// without its tombstone time (the operation must not fail for a setting),
+// a Checkpoint is refused, and base commands pass untouched.
+func TestFitLevel(t *testing.T) {
+	older := func(int) error { return ErrUpgrading }
+	everyone := func(int) error { return nil }
+	claim := &fsm.Command{Type: fsm.TypeClaim, Owner: "o", Tombstone: int64(time.Hour)}
+	fitted, withheld, err := fitLevel(claim, older)
+	if err != nil || withheld == nil || fitted.Tombstone != 0 || fitted.Owner != "o" || claim.Tombstone == 0 {
+		t.Fatalf("claim with an older voter: %+v, withheld %v, err %v (the caller's command must stay as it was)", fitted, withheld, err)
+	}
+	if fitted, withheld, err := fitLevel(claim, everyone); err != nil || withheld != nil || fitted != claim {
+		t.Fatalf("claim when every voter is up to date: %+v %v %v", fitted, withheld, err)
+	}
+	cp := &fsm.Command{Type: fsm.TypeCheckpoint, Checkpoint: &fsm.Checkpoint{Point: "p"}}
+	if _, _, err := fitLevel(cp, older); !errors.Is(err, ErrUpgrading) {
+		t.Fatalf("checkpoint with an older voter: %v, want ErrUpgrading", err)
+	}
+	plain := &fsm.Command{Type: fsm.TypeComplete}
+	if fitted, _, err := fitLevel(plain, func(int) error { t.Fatal("base commands need no check"); return nil }); err != nil || fitted != plain {
+		t.Fatalf("plain complete: %+v %v", fitted, err)
 	}
 }

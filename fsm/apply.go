@@ -31,7 +31,7 @@ func (t *tx) applyClaim(c *Command, token uint64) Result {
 			LeaseExpiresAt: now + c.Lease,
 			CreatedAt:      now,
 			ExpiresAt:      max(now+c.TTL, now+c.Lease),
-			TombstoneFor:   c.Tombstone,
+			TombstoneFor:   tombstoneTime(c),
 		}
 		if q := t.admit(c.Quota, won); q != QuotaNone {
 			return Result{Outcome: OutcomeQuotaExceeded, Exceeded: q}
@@ -42,7 +42,7 @@ func (t *tx) applyClaim(c *Command, token uint64) Result {
 		return Result{Outcome: OutcomeMismatch}
 	case r.State == StateCompleted:
 		return Result{Outcome: OutcomeCompleted, Record: r}
-	case r.Owner == c.Owner:
+	case r.Owner != "" && r.Owner == c.Owner:
 		return Result{Outcome: OutcomeWon, Record: r}
 	case r.LeaseExpiresAt > now:
 		return Result{Outcome: OutcomeInProgress, Record: r}
@@ -55,7 +55,7 @@ func (t *tx) applyClaim(c *Command, token uint64) Result {
 	taken.Attempt = r.Attempt + 1
 	taken.LeaseExpiresAt = now + c.Lease
 	taken.ExpiresAt = max(r.ExpiresAt, taken.LeaseExpiresAt)
-	taken.TombstoneFor = c.Tombstone
+	taken.TombstoneFor = tombstoneTime(c)
 	t.put(&taken)
 	return Result{Outcome: OutcomeWon, Record: &taken}
 }
@@ -68,7 +68,7 @@ func (t *tx) applyComplete(c *Command) Result {
 	switch {
 	case !ok:
 		return Result{Outcome: OutcomeNotFound}
-	case r.Token != c.Token:
+	case r.Token != c.Token || released(r):
 		return Result{Outcome: OutcomeFenced}
 	case r.State == StateCompleted && responsesEqual(r.Response, c.Response):
 		return Result{Outcome: OutcomeOK, Record: r}
@@ -82,7 +82,7 @@ func (t *tx) applyComplete(c *Command) Result {
 	done.CompletedAt = t.meta.Now
 	done.LeaseExpiresAt = 0
 	done.Checkpoint = nil // the operation is done: nothing is left to resume
-	done.TombstoneFor = c.Tombstone
+	done.TombstoneFor = tombstoneTime(c)
 	done.Response = c.Response
 	if done.Response == nil {
 		done.Response = &Response{}
@@ -95,30 +95,38 @@ func (t *tx) applyComplete(c *Command) Result {
 }
 
 // applyRelease deletes the holder's record, so the next claim runs the
-// operation again. A record with a recovery point is kept instead, its
-// lease ended: steps before the point are done (a card charged), and
-// running them again is what the point is for; the next claim takes the
-// record over at once and resumes after the point.
+// operation again. A record with a recovery point is kept instead, given
+// up: its lease ends now and it has no owner, so the token that released
+// it is fenced (its late Extend cannot take the lease back) and the next
+// claim takes it over at once and resumes after the point. The steps
+// before the point are done (a card charged): running them again is what
+// the point is for.
 func (t *tx) applyRelease(c *Command) Result {
+	if r, ok := t.live(c.Key); ok && released(r) && r.Token == c.Token {
+		return Result{Outcome: OutcomeOK} // a retried release
+	}
 	r, answer, ok := t.held(c, OutcomeOK) // absent: released already
 	switch {
 	case !ok:
 		return answer
 	case r.Checkpoint != nil:
-		if r.LeaseExpiresAt > t.meta.Now {
-			lapsed := *r
-			lapsed.LeaseExpiresAt = t.meta.Now
-			t.put(&lapsed)
-		}
+		given := *r
+		given.Owner = ""
+		given.LeaseExpiresAt = min(r.LeaseExpiresAt, t.meta.Now)
+		t.put(&given)
 		return Result{Outcome: OutcomeOK}
 	}
 	t.remove(c.Key)
 	return Result{Outcome: OutcomeOK}
 }
 
+// released reports whether a PENDING record was given up by a release that
+// kept it for its recovery point: it has no owner.
+func released(r *Record) bool { return r.State == StatePending && r.Owner == "" }
+
 // held returns the PENDING record c's token holds, or the answer when it
 // holds none: EXPIRED on a tombstone, absent when no record is live, and
-// FENCED when another token holds it or it is completed.
+// FENCED when another token holds it, it is completed, or it was released.
 func (t *tx) held(c *Command, absent Outcome) (*Record, Result, bool) {
 	if _, ok := t.tombstone(c.Key); ok {
 		return nil, Result{Outcome: OutcomeExpired}, false
@@ -127,7 +135,7 @@ func (t *tx) held(c *Command, absent Outcome) (*Record, Result, bool) {
 	switch {
 	case !ok:
 		return nil, Result{Outcome: absent}, false
-	case r.Token != c.Token || r.State != StatePending:
+	case r.Token != c.Token || r.State != StatePending || released(r):
 		return nil, Result{Outcome: OutcomeFenced}, false
 	}
 	return r, Result{}, true
@@ -180,15 +188,17 @@ func (t *tx) applyCheckpoint(c *Command) Result {
 // much has expired.
 func (t *tx) applyExpire(c *Command) Result {
 	due := t.due(int(min(c.Limit, maxExpireLimit)))
+	cut := 0
 	for _, r := range due {
 		if !r.Tombstone && r.deleteAt() > t.meta.Now {
 			t.put(tombstoneOf(r))
+			cut++
 		} else {
 			t.remove(r.RecordKey)
 		}
 		t.changed = append(t.changed, r.RecordKey)
 	}
-	return Result{Outcome: OutcomeOK, Expired: len(due)}
+	return Result{Outcome: OutcomeOK, Expired: len(due), Tombstoned: cut}
 }
 
 // maxExpireLimit bounds what one Expire deletes whatever its Limit says, so

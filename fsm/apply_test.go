@@ -199,25 +199,47 @@ var applyCases = []applyCase{
 			r.Owner, r.Token, r.Attempt, r.LeaseExpiresAt = "o2", tok(3), 2, at(61)
 			r.Checkpoint = &Checkpoint{Point: "receipt-sent"}
 		})},
-	{name: "checkpoint/release keeps the point and ends the lease", setup: chargedStep,
+	{name: "checkpoint/release keeps the point and gives the record up", setup: chargedStep,
 		cmd: release("k", tok(1), at(5)), want: OutcomeOK, after: func(t *testing.T, h *harness) {
-			wantStored(rec(func(r *Record) {
-				r.Checkpoint, r.LeaseExpiresAt = &Checkpoint{Point: "charged", Data: []byte("ch_1")}, at(5)
-			}))(t, h)
+			wantStored(givenUp(at(5)))(t, h)
 			res := h.apply(claim("k", "o2", at(5)))
 			h.want(res, OutcomeWon)
 			if res.Record.Attempt != 2 || res.Record.Checkpoint == nil || res.Record.Checkpoint.Point != "charged" {
 				t.Fatalf("claim after release: attempt %d, point %+v; want a takeover resuming after charged", res.Record.Attempt, res.Record.Checkpoint)
 			}
 		}},
-	{name: "checkpoint/release after the lease lapsed changes nothing", setup: chargedStep,
-		cmd: release("k", tok(1), at(40)), want: OutcomeOK, after: wantStored(atCharged())},
+	{name: "checkpoint/release after the lease lapsed gives the record up", setup: chargedStep,
+		cmd: release("k", tok(1), at(40)), want: OutcomeOK, after: wantStored(givenUp(at(30)))},
+	{name: "checkpoint/a retried release is ok", setup: releasedStep,
+		cmd: release("k", tok(1), at(6)), want: OutcomeOK, after: wantStored(givenUp(at(5)))},
+	{name: "checkpoint/the releaser cannot extend the lease back", setup: releasedStep,
+		cmd: extend("k", tok(1), 60*sec, at(6)), want: OutcomeFenced, after: wantStored(givenUp(at(5)))},
+	{name: "checkpoint/the releaser cannot record a step", setup: releasedStep,
+		cmd: checkpoint("k", tok(1), "receipt-sent", "", at(6)), want: OutcomeFenced},
+	{name: "checkpoint/the releaser cannot complete", setup: releasedStep,
+		cmd: complete("k", tok(1), charged, at(6)), want: OutcomeFenced},
+	{name: "checkpoint/the releaser's own claim takes the record over", setup: releasedStep,
+		cmd: claim("k", "o1", at(6)), want: OutcomeWon, rec: rec(func(r *Record) {
+			r.Token, r.Attempt, r.LeaseExpiresAt = tok(4), 2, at(36)
+			r.Checkpoint = &Checkpoint{Point: "charged", Data: []byte("ch_1")}
+		})},
 	{name: "checkpoint/completion drops the recovery point", setup: chargedStep,
 		cmd: complete("k", tok(1), charged, at(1)), want: OutcomeOK, rec: done()},
 }
 
-// chargedStep is claimed, then step "charged" recorded with data "ch_1".
-var chargedStep = []*Command{claim("k", "o1", at(0)), checkpoint("k", tok(1), "charged", "ch_1", at(0))}
+// chargedStep is claimed, then step "charged" recorded with data "ch_1";
+// releasedStep is that, released at at(5).
+var (
+	chargedStep  = []*Command{claim("k", "o1", at(0)), checkpoint("k", tok(1), "charged", "ch_1", at(0))}
+	releasedStep = append(chargedStep[:2:2], release("k", tok(1), at(5)))
+)
+
+// givenUp is atCharged released at lease end leaseEnd: no owner.
+func givenUp(leaseEnd int64) *Record {
+	return rec(func(r *Record) {
+		r.Checkpoint, r.Owner, r.LeaseExpiresAt = &Checkpoint{Point: "charged", Data: []byte("ch_1")}, "", leaseEnd
+	})
+}
 
 // atCharged is base with the recovery point of chargedStep.
 func atCharged() *Record {

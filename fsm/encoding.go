@@ -113,8 +113,18 @@ func (e *encoder) command(c *Command) {
 // command without one encodes as before tombstones existed.
 const tombstoneFlag byte = 0x40
 
+// tombstoneTime is the tombstone time c gives its record, as it decodes.
+func tombstoneTime(c *Command) int64 {
+	if !carriesTombstone(c) {
+		return 0
+	}
+	return c.Tombstone
+}
+
+// carriesTombstone reports whether c's tombstone time is encoded; a time
+// that is not positive is none (and would not decode).
 func carriesTombstone(c *Command) bool {
-	return (c.Type == TypeClaim || c.Type == TypeComplete) && c.Tombstone != 0
+	return (c.Type == TypeClaim || c.Type == TypeComplete) && c.Tombstone > 0
 }
 
 func (e *encoder) tombstone(c *Command) {

@@ -48,8 +48,9 @@ type Result struct {
 	// Record is the record after the command. It is nil for MISMATCH (which
 	// reveals nothing), NOT_FOUND, a release and Expire.
 	Record *Record
-	// Expired counts the records an Expire command deleted.
-	Expired int
+	// Expired counts the records an Expire command acted on: deleted, or
+	// cut down to their tombstone (Tombstoned of them).
+	Expired, Tombstoned int
 	// Exceeded is the quota an OutcomeQuotaExceeded answer hit.
 	Exceeded QuotaKind
 	// Batch holds one result per command of a Batch, in order.

@@ -179,7 +179,9 @@ func (s *safety) check(c *Command, res Result, before, after map[RecordKey]*Reco
 			return fmt.Errorf("completed record %q changed within its lifetime:\n%+v\n-> %+v", k.Key, prev, cur)
 		case cur == nil:
 		case prev != nil && cur.Token == prev.Token:
-			if cur.Owner != prev.Owner || cur.Attempt != prev.Attempt || cur.CreatedAt != prev.CreatedAt {
+			// A release that keeps the record for its recovery point drops
+			// the owner: nobody holds it until the next claim.
+			if (cur.Owner != prev.Owner && !released(cur)) || cur.Attempt != prev.Attempt || cur.CreatedAt != prev.CreatedAt {
 				return fmt.Errorf("record %q changed holder without a new token", k.Key)
 			}
 		case cur.Token <= floor:

@@ -209,7 +209,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tenant, err := cfg.Tenant(r)
 	if err != nil {
 		h.observe(r, OutcomeRefused)
-		writeProblem(w, notRun(http.StatusUnauthorized, ProblemNoTenant, "Unauthenticated",
+		writeProblem(w, unknownRun(http.StatusUnauthorized, ProblemNoTenant, "Unauthenticated",
 			err.Error()), 0)
 		return
 	}
@@ -284,13 +284,10 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, s
 			outcome = OutcomeUnrecorded
 		}
 		h.observe(r, outcome)
-		writeResponse(w, sent, false)
+		writeResponse(w, sent)
 	case err == nil:
 		h.observe(r, OutcomeReplayed)
-		if at := timeString(res.CompletedAt); at != "" {
-			w.Header().Set(HeaderCompletedAt, at)
-		}
-		writeResponse(w, res.Response, true)
+		writeReplay(w, res.Response, res.CompletedAt)
 	case errors.Is(err, client.ErrMismatch):
 		h.observe(r, OutcomeMismatch)
 		p := notRun(http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency-Key reused",
@@ -311,14 +308,14 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, s
 		cfg.Logger.Error("idemhttp: the idempotency service refused the middleware's credentials; "+
 			"check Config.Client's token or certificate and that Config.Tenant names its tenant",
 			"code", status.Code(err).String(), "tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "err", err)
-		writeProblem(w, notRun(http.StatusInternalServerError, ProblemMisconfigured, "Idempotency service misconfigured",
+		writeProblem(w, unknownRun(http.StatusInternalServerError, ProblemMisconfigured, "Idempotency service misconfigured",
 			"The request was not processed: this server cannot use its idempotency service."), 0)
 	default:
 		h.observe(r, OutcomeUnavailable)
 		if r.Context().Err() == nil {
 			cfg.Logger.Error("idemhttp: idempotency service unavailable", "tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "err", err)
 		}
-		writeProblem(w, notRun(http.StatusServiceUnavailable, ProblemUnavailable, "Idempotency service unavailable",
+		writeProblem(w, unknownRun(http.StatusServiceUnavailable, ProblemUnavailable, "Idempotency service unavailable",
 			"The request was not processed; retry it with the same key."), cfg.RetryAfter)
 	}
 }
@@ -367,11 +364,11 @@ func (h *handler) refuseOverLimit(w http.ResponseWriter, err error) {
 		after = h.m.cfg.RetryAfter
 	}
 	if errors.Is(err, client.ErrRateLimited) {
-		writeProblem(w, notRun(http.StatusTooManyRequests, ProblemRateLimited, "Too many requests",
+		writeProblem(w, unknownRun(http.StatusTooManyRequests, ProblemRateLimited, "Too many requests",
 			"The request was not processed: this tenant sends requests faster than its rate allows; retry it with the same key after the Retry-After delay."), after)
 		return
 	}
-	writeProblem(w, notRun(http.StatusTooManyRequests, ProblemQuotaExceeded, "Quota exceeded",
+	writeProblem(w, unknownRun(http.StatusTooManyRequests, ProblemQuotaExceeded, "Quota exceeded",
 		"The request was not processed: this tenant stores as many idempotency records as its quota allows; retry it with the same key after the Retry-After delay."), after)
 }
 

@@ -43,10 +43,19 @@ const DescribedBy = "https://github.com/idemnode/idemnode/blob/main/docs/PROXY.m
 // LinkDescribedBy is the Link header value of every problem answer.
 const LinkDescribedBy = "<" + DescribedBy + `>; rel="describedby"`
 
-// notRun is the problem of a request whose handler did not run under the
-// key: a new key is safe.
+// notRun is the problem of a request that never ran under the key: none
+// was sent, the request is refused for what it is (a body too large), or
+// the key belongs to another request. A new key is safe.
 func notRun(status int, typ, title, detail string) problem {
 	return problem{Type: typ, Title: title, Status: status, Detail: detail, SafeNewKey: true}
+}
+
+// unknownRun is the problem of a request refused before the record was
+// read (no tenant, a limit, the service unreachable): this request may be
+// a retry of one that ran, or still runs, under the key, so a new key is
+// not safe; the same key is.
+func unknownRun(status int, typ, title, detail string) problem {
+	return problem{Type: typ, Title: title, Status: status, Detail: detail}
 }
 
 // timeString formats t for a problem or a header; zero is "".

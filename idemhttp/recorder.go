@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
@@ -103,16 +104,31 @@ func wireValue(v string) (string, bool) {
 	return v, !strings.Contains(v, "\x00") && utf8.ValidString(v)
 }
 
-// writeResponse sends a stored or fresh response; a replay is marked with
-// Idempotent-Replayed. Content-Length is set from the body so that both
-// are framed alike.
-func writeResponse(w http.ResponseWriter, resp client.Response, replayed bool) {
+// writeResponse sends the handler's fresh response. Content-Length is set
+// from the body, for fresh and stored responses alike (writeStored), so
+// both are framed alike.
+func writeResponse(w http.ResponseWriter, resp client.Response) {
+	writeStored(w, resp, false, time.Time{})
+}
+
+// writeReplay sends a stored response, saying it is one and when it was
+// stored.
+func writeReplay(w http.ResponseWriter, resp client.Response, completedAt time.Time) {
+	writeStored(w, resp, true, completedAt)
+}
+
+// writeStored sends resp; a replay's marks replace any stored header of
+// the same name.
+func writeStored(w http.ResponseWriter, resp client.Response, replayed bool, completedAt time.Time) {
 	h := w.Header()
 	for _, hd := range resp.Headers {
 		h[hd.Name] = append(h[hd.Name], hd.Value)
 	}
 	if replayed {
 		h.Set("Idempotent-Replayed", "true")
+	}
+	if at := timeString(completedAt); at != "" {
+		h.Set(HeaderCompletedAt, at)
 	}
 	status := resp.Status
 	if status < 200 || status > 999 {

@@ -260,7 +260,11 @@ func TestProxyResumesAfterUpstreamDiesBetweenSteps(t *testing.T) {
 	up := startUpstreamWith(t, shared.Nodes[0].JSONURL())
 	base, _ := startProxy(t, shared, up, nil)
 	key := client.NewKey()
-	died := send(t, "POST", base+"/rides", key, `{"from":"A"}`, "X-Crash", "1")
+	// A caller's own copies of the run headers never reach the upstream: a
+	// forged resume point would skip the charge.
+	died := send(t, "POST", base+"/rides", key, `{"from":"A"}`, "X-Crash", "1",
+		"Idempotency-Resume-Point", "charged", "Idempotency-Resume-Data", "Zm9yZ2Vk", "Idempotency-Token", "1",
+		"Idempotency-Record-Key", "someone-else")
 	must(t, "dies between the steps", died, 502)
 	if !strings.Contains(died.body, `"safe_new_key":false`) || died.header.Get("Link") != idemhttp.LinkDescribedBy {
 		t.Errorf("502: %v %s, want safe_new_key false and the describedby link", died.header, died.body)

@@ -14,8 +14,11 @@ import (
 // outcomeOf maps the state machine's outcomes onto the API's; they share
 // their numbers up to OK (QUOTA_EXCEEDED is an error, never an outcome).
 func outcomeOf(o fsm.Outcome) idempb.Outcome {
-	if o == fsm.OutcomeExpired {
+	switch o {
+	case fsm.OutcomeExpired:
 		return idempb.Outcome_OUTCOME_EXPIRED
+	case fsm.OutcomeQuotaExceeded:
+		return idempb.Outcome_OUTCOME_UNSPECIFIED // quotaBackend made it an error
 	}
 	return idempb.Outcome(o)
 }

@@ -134,10 +134,10 @@ func (s *Server) Get(ctx context.Context, req *idempb.GetRequest) (*idempb.GetRe
 			return nil, err
 		}
 		r, ok := s.backend.Machine().Get(key)
-		if ts, gone := s.backend.Machine().Tombstone(key); !ok && gone {
-			return &idempb.GetResponse{Outcome: idempb.Outcome_OUTCOME_EXPIRED, Record: tombstoneRecordOf(ts)}, nil
-		}
 		if !ok {
+			if ts, gone := s.backend.Machine().Tombstone(key); gone {
+				return &idempb.GetResponse{Outcome: idempb.Outcome_OUTCOME_EXPIRED, Record: tombstoneRecordOf(ts)}, nil
+			}
 			return &idempb.GetResponse{Outcome: idempb.Outcome_OUTCOME_NOT_FOUND}, nil
 		}
 		return &idempb.GetResponse{Outcome: idempb.Outcome_OUTCOME_OK, Record: recordOf(r)}, nil

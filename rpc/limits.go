@@ -101,6 +101,10 @@ func (l Limits) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.MaxRecvMsgSize(l.MaxMessageBytes)}
 }
 
+// tombstone is the tombstone time the leader stamps into each Claim and
+// Complete (a negative TombstoneTTL is none).
+func (l Limits) tombstone() int64 { return max(0, int64(l.TombstoneTTL)) }
+
 // quota is what the leader stamps into each Claim, Complete and Checkpoint.
 func (l Limits) quota() fsm.Quota {
 	return fsm.Quota{Keys: l.TenantMaxKeys, Bytes: l.TenantMaxBytes}

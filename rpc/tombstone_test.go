@@ -24,23 +24,23 @@ func TestTombstonesOverTheAPI(t *testing.T) {
 	claim := func(key, owner string, fp byte) *idempb.ClaimResponse {
 		t.Helper()
 		resp, err := api.Claim(ctx, &idempb.ClaimRequest{Id: tenantID("acme", key), Owner: owner, Fingerprint: []byte{fp},
-			Lease: durationpb.New(150 * time.Millisecond), Ttl: durationpb.New(200 * time.Millisecond)})
+			Lease: durationpb.New(150 * time.Millisecond), Ttl: durationpb.New(time.Second)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return resp
 	}
 	paid := claim("paid", "o1", 1)
-	if _, err := api.Complete(ctx, &idempb.CompleteRequest{Id: tenantID("acme", "paid"), Token: paid.GetToken(),
-		Response: &idempb.Response{Status: 201}}); err != nil {
-		t.Fatal(err)
+	if out, err := api.Complete(ctx, &idempb.CompleteRequest{Id: tenantID("acme", "paid"), Token: paid.GetToken(),
+		Response: &idempb.Response{Status: 201}}); err != nil || out.GetOutcome() != idempb.Outcome_OUTCOME_OK {
+		t.Fatalf("complete: %v %v", out, err)
 	}
 	lost := claim("lost", "o1", 1)
 	released := claim("released", "o1", 1)
 	if _, err := api.Release(ctx, &idempb.ReleaseRequest{Id: tenantID("acme", "released"), Token: released.GetToken()}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // past every TTL
+	time.Sleep(1200 * time.Millisecond) // past every TTL
 
 	late := claim("paid", "o2", 1)
 	if late.GetOutcome() != idempb.Outcome_OUTCOME_EXPIRED || late.GetCompletedAt() == nil || late.GetExpiresAt() == nil || late.GetResponse() != nil {

@@ -139,7 +139,7 @@ func (l Limits) claim(req *idempb.ClaimRequest) (*fsm.Command, time.Duration, er
 		return nil, 0, err
 	}
 	return &fsm.Command{Type: fsm.TypeClaim, Key: key, Fingerprint: req.GetFingerprint(),
-		Owner: req.GetOwner(), Lease: int64(lease), TTL: int64(ttl), Quota: l.quota(), Tombstone: int64(l.TombstoneTTL)}, wait, nil
+		Owner: req.GetOwner(), Lease: int64(lease), TTL: int64(ttl), Quota: l.quota(), Tombstone: l.tombstone()}, wait, nil
 }
 
 func (l Limits) complete(req *idempb.CompleteRequest) (*fsm.Command, error) {
@@ -155,7 +155,7 @@ func (l Limits) complete(req *idempb.CompleteRequest) (*fsm.Command, error) {
 		return nil, err
 	}
 	return &fsm.Command{Type: fsm.TypeComplete, Key: key, Token: req.GetToken(), Response: resp, Quota: l.quota(),
-		Tombstone: int64(l.TombstoneTTL)}, nil
+		Tombstone: l.tombstone()}, nil
 }
 
 func (l Limits) response(r *idempb.Response) (*fsm.Response, error) {

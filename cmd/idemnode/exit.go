@@ -13,7 +13,7 @@ import (
 // configuration error, 3 a failed Raft log write.
 const (
 	exitOK        = 0 // you hold the key, or the operation took effect
-	exitRefused   = 1 // refused or absent: mismatch, fenced, not_found; wait: the record is gone
+	exitRefused   = 1 // refused or absent: mismatch, fenced, not_found, expired; wait: the record is gone
 	exitUsage     = 2 // usage or invalid input (InvalidArgument)
 	exitHeld      = 3 // someone else holds it: in_progress; wait: still pending
 	exitCompleted = 4 // already completed: the stored response is printed
@@ -30,7 +30,8 @@ const exitFailed = 1
 const exitCodesHelp = `Exit codes:
   0  you hold the key, or it took effect (won, ok; get of an existing record)
   1  refused or absent (mismatch, fenced, not_found); wait: the record is gone
-     (released or expired), claim again
+     (released or expired), claim again; expired: the key's record is a
+     tombstone, the operation ran (or may have): do not run it again
   2  usage or invalid input
   3  someone else holds it (in_progress; wait: the record is still pending)
   4  already completed (completed): the stored response is printed

@@ -26,13 +26,16 @@ type outcomeView struct {
 }
 
 type claimOut struct {
-	Outcome        string        `json:"outcome"`
-	Token          uint64        `json:"token,omitempty"`
-	Attempt        uint32        `json:"attempt,omitempty"`
-	Owner          string        `json:"owner,omitempty"`
-	LeaseExpiresAt string        `json:"lease_expires_at,omitempty"`
-	ExpiresAt      string        `json:"expires_at,omitempty"`
-	Response       *responseView `json:"response,omitempty"`
+	Outcome        string `json:"outcome"`
+	Token          uint64 `json:"token,omitempty"`
+	Attempt        uint32 `json:"attempt,omitempty"`
+	Owner          string `json:"owner,omitempty"`
+	LeaseExpiresAt string `json:"lease_expires_at,omitempty"`
+	ExpiresAt      string `json:"expires_at,omitempty"`
+	// CompletedAt is when the response was stored (completed, and expired
+	// when it had completed).
+	CompletedAt string        `json:"completed_at,omitempty"`
+	Response    *responseView `json:"response,omitempty"`
 	// RecoveryPoint, on a takeover, is where this holder resumes.
 	RecoveryPoint *pointView `json:"recovery_point,omitempty"`
 }
@@ -125,7 +128,8 @@ func tsString(ts *timestamppb.Timestamp) string {
 func claimView(r *idempb.ClaimResponse, owner string) claimOut {
 	out := claimOut{Outcome: outcomeName(r.GetOutcome()), Token: r.GetToken(), Attempt: r.GetAttempt(),
 		LeaseExpiresAt: tsString(r.GetLeaseExpiresAt()), ExpiresAt: tsString(r.GetExpiresAt()),
-		Response: responseViewOf(r.GetResponse()), RecoveryPoint: pointViewOf(r.GetRecoveryPoint())}
+		CompletedAt: tsString(r.GetCompletedAt()),
+		Response:    responseViewOf(r.GetResponse()), RecoveryPoint: pointViewOf(r.GetRecoveryPoint())}
 	if r.GetOutcome() == idempb.Outcome_OUTCOME_WON {
 		out.Owner = owner
 	}
