@@ -130,16 +130,21 @@ func (w *worker) run(ctx context.Context) {
 }
 
 // finish does what a holder does next: usually complete, sometimes release,
-// extend, stall past its lease (so another client takes over and the stale
-// completion must be fenced), or abandon the claim.
+// extend, record a recovery point, stall past its lease (so another client
+// takes over and the stale completion must be fenced), or abandon the
+// claim. A release after a recovery point keeps the record for the next
+// claim, which resumes from the point.
 func (w *worker) finish(ctx context.Context, h *holding) *holding {
 	switch p := w.rng.Float64(); {
-	case p < 0.55:
+	case p < 0.47:
 		w.complete(ctx, h)
-	case p < 0.65:
+	case p < 0.57:
 		w.release(ctx, h)
-	case p < 0.75:
+	case p < 0.67:
 		w.extend(ctx, h)
+		return h
+	case p < 0.75:
+		w.checkpoint(ctx, h)
 		return h
 	case p < 0.9:
 		sleep(ctx, h.lease+h.lease/2)
@@ -161,7 +166,7 @@ func (w *worker) record(e history.Event) func(out history.Event, err error) {
 	_ = w.hist.Add(e)
 	return func(out history.Event, err error) {
 		out.Type, out.Process, out.Op, out.F, out.Key, out.Node = history.OK, e.Process, e.Op, e.F, e.Key, e.Node
-		out.Owner, out.Token, out.Body, out.LeaseNs, out.TTLNs = e.Owner, e.Token, e.Body, e.LeaseNs, e.TTLNs
+		out.Owner, out.Token, out.Body, out.LeaseNs, out.TTLNs, out.Point = e.Owner, e.Token, e.Body, e.LeaseNs, e.TTLNs, e.Point
 		out.Time = w.clock()
 		if err != nil {
 			out.Type, out.Error = classify(e.F, err), err.Error()
@@ -224,6 +229,9 @@ func (w *worker) claim(ctx context.Context, key string) *holding {
 		if resp.Response != nil {
 			out.RecBody = string(resp.Response.Body)
 		}
+		if p := resp.GetRecoveryPoint(); p != nil {
+			out.RecPoint = p.GetName() + "=" + string(p.GetData())
+		}
 		if resp.Outcome == idempb.Outcome_OUTCOME_WON {
 			won = &holding{key: key, owner: e.Owner, token: resp.Token, lease: lease}
 		}
@@ -253,6 +261,26 @@ func (w *worker) complete(ctx context.Context, h *holding) {
 	w.call(ctx, e, func(ctx context.Context, api idempb.IdempotencyClient, out *history.Event) error {
 		resp, err := api.Complete(ctx, &idempb.CompleteRequest{Id: recordID(h.key), Token: h.token,
 			Response: &idempb.Response{Status: 201, Body: []byte(e.Body)}})
+		if err == nil {
+			out.Outcome = outcomeName(resp.Outcome)
+		}
+		return err
+	})
+}
+
+// checkpoint records a step: mostly the holder's own (its data names the
+// holder), sometimes again with the same data (a retry), or with other
+// data under the same name (a MISMATCH when one is stored).
+func (w *worker) checkpoint(ctx context.Context, h *holding) {
+	e := w.holderEvent(history.FCheckpoint, h)
+	e.Point = "charged"
+	e.Body = fmt.Sprintf("by=%s token=%d", h.owner, h.token)
+	if w.rng.IntN(5) == 0 {
+		e.Body += fmt.Sprintf(" op=%d", e.Op)
+	}
+	w.call(ctx, e, func(ctx context.Context, api idempb.IdempotencyClient, out *history.Event) error {
+		resp, err := api.Checkpoint(ctx, &idempb.CheckpointRequest{Id: recordID(h.key), Token: h.token,
+			Point: e.Point, Data: []byte(e.Body)})
 		if err == nil {
 			out.Outcome = outcomeName(resp.Outcome)
 		}

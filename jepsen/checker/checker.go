@@ -63,7 +63,7 @@ const (
 	KindDigestMismatch = "digest-mismatch"
 	// KindNotConverged: nodes ended at different applied indexes.
 	KindNotConverged = "not-converged"
-	// KindFencing: a complete or extend was accepted with a token older than
+	// KindFencing: a complete, extend or checkpoint was accepted with a token older than
 	// one already granted to a client before the call began.
 	KindFencing = "fencing"
 	// KindStaleRead: an operation saw an older version of the record than

@@ -42,7 +42,7 @@ func (b *builder) add(call, ret int64, typ string, e history.Event) {
 		e.Node = nodeA
 	}
 	inv := history.Event{Type: history.Invoke, Process: e.Process, Op: e.Op, F: e.F, Key: e.Key, Node: e.Node,
-		Time: call * ms, Owner: e.Owner, Token: e.Token, Body: e.Body, LeaseNs: e.LeaseNs, TTLNs: e.TTLNs}
+		Time: call * ms, Owner: e.Owner, Token: e.Token, Body: e.Body, LeaseNs: e.LeaseNs, TTLNs: e.TTLNs, Point: e.Point}
 	b.events = append(b.events, inv)
 	if ret < 0 {
 		return
@@ -50,7 +50,7 @@ func (b *builder) add(call, ret int64, typ string, e history.Event) {
 	e.Type, e.Time = typ, ret*ms
 	if typ != history.OK {
 		e = history.Event{Type: typ, Process: e.Process, Op: e.Op, F: e.F, Key: e.Key, Node: e.Node, Time: e.Time,
-			Owner: e.Owner, Token: e.Token, Body: e.Body, LeaseNs: e.LeaseNs, TTLNs: e.TTLNs, Error: "timeout"}
+			Owner: e.Owner, Token: e.Token, Body: e.Body, LeaseNs: e.LeaseNs, TTLNs: e.TTLNs, Point: e.Point, Error: "timeout"}
 	}
 	b.events = append(b.events, e)
 }
@@ -110,6 +110,13 @@ func (b *builder) write(call, ret int64, typ, f, key string, token uint64, outco
 func (b *builder) extendTo(call, ret int64, key string, token uint64, lea int64) {
 	b.add(call, ret, history.OK, history.Event{F: history.FExtend, Key: key, Token: token, LeaseNs: tLease,
 		Outcome: outOK, LeaseExpiresAt: lea})
+}
+
+// checkpointed adds a checkpoint of point "charged" with data by token,
+// answered outcome.
+func (b *builder) checkpointed(call, ret int64, key string, token uint64, data, outcome string) {
+	b.add(call, ret, history.OK, history.Event{F: history.FCheckpoint, Key: key, Token: token, Point: "charged",
+		Body: data, Outcome: outcome})
 }
 
 func body(key string, token uint64) string { return fmt.Sprintf("%s%s-%d", testBody, key, token) }

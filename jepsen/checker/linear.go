@@ -59,7 +59,7 @@ func outputOf(o *op) output {
 		return output{}
 	}
 	return output{known: true, outcome: e.Outcome, state: readState(e), token: e.RecToken,
-		body: e.RecBody, attempt: e.Attempt, lea: e.LeaseExpiresAt, exp: e.ExpiresAt}
+		body: e.RecBody, point: e.RecPoint, attempt: e.Attempt, lea: e.LeaseExpiresAt, exp: e.ExpiresAt}
 }
 
 // needsGhost reports whether o's answer may hide an earlier application.
@@ -70,7 +70,7 @@ func needsGhost(o *op) bool {
 	switch out := o.ev.Outcome; o.ev.F {
 	case history.FClaim, history.FExtend:
 		return true
-	case history.FComplete:
+	case history.FComplete, history.FCheckpoint:
 		return out == outFenced || out == outNotFound
 	case history.FRelease:
 		return out == outFenced
@@ -93,6 +93,9 @@ func keyHistory(k *keyOps, end int64, ghosts bool) []porcupine.Operation {
 			continue
 		}
 		in := input{f: e.F, owner: e.Owner, token: e.Token, body: e.Body, lease: e.LeaseNs, ttl: e.TTLNs, slot: -1}
+		if e.F == history.FCheckpoint {
+			in.body = e.Point + "=" + e.Body // as a claim shows it (RecPoint)
+		}
 		ret := min(o.ret, end)
 		if ghosts && needsGhost(o) {
 			in.slot = slots.take(o.call, ret)

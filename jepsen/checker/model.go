@@ -78,6 +78,11 @@ type mstate struct {
 	leaseLen int64
 	exp      span
 	body     string // response body of a COMPLETED record
+	// point is the recovery point of a PENDING record, "name=data"; a
+	// released record (released) was given up by a release that kept it
+	// for its point: no owner, its token fenced.
+	point    string
+	released bool
 	// mainDone and ghostDone hold, per ghost slot, whether only the main
 	// operation or only its ghost was linearized: a ghost linearized after
 	// its main operation did nothing (the hidden application precedes the
@@ -100,12 +105,14 @@ func (a mstate) compare(b mstate) int {
 		cmp.Compare(a.lease.lo, b.lease.lo), cmp.Compare(a.lease.hi, b.lease.hi),
 		cmp.Compare(a.leaseLen, b.leaseLen), cmp.Compare(a.exp.lo, b.exp.lo),
 		cmp.Compare(a.exp.hi, b.exp.hi), cmp.Compare(a.body, b.body),
+		cmp.Compare(a.point, b.point), cmp.Compare(b2i(a.released), b2i(b.released)),
 		cmp.Compare(a.mainDone, b.mainDone), cmp.Compare(a.ghostDone, b.ghostDone))
 }
 
 // covers reports whether every concrete state b allows, a allows too.
 func (a mstate) covers(b mstate) bool {
 	return a.present == b.present && a.done == b.done && a.owner == b.owner && a.body == b.body &&
+		a.point == b.point && a.released == b.released &&
 		(a.token == 0 || a.token == b.token) && (a.attempt == 0 || a.attempt == b.attempt) &&
 		(a.leaseLen == 0 || a.leaseLen == b.leaseLen) && a.now <= b.now &&
 		a.lease.contains(b.lease) && a.exp.contains(b.exp) &&
@@ -127,6 +134,12 @@ func (a mstate) String() string {
 	s := fmt.Sprintf("%s token=%s owner=%s attempt=%d exp=%s", state, tok, a.owner, a.attempt, a.exp)
 	if !a.done {
 		s += " lease=" + a.lease.String()
+	}
+	if a.point != "" {
+		s += fmt.Sprintf(" point=%q", a.point)
+	}
+	if a.released {
+		s += " released"
 	}
 	return s + fmt.Sprintf(", now≥%s", fsmt(a.now))
 }
@@ -182,6 +195,7 @@ type output struct {
 	state   string // reads: "", "pending" or "completed"
 	token   uint64
 	body    string
+	point   string // claim WON: the recovery point it resumes from
 	attempt uint32
 	lea     int64
 	exp     int64
@@ -267,6 +281,8 @@ func (m *keyModel) step(s mstate, in input, out output, dst []mstate) []mstate {
 		next = m.release(c, in, out, next)
 	case history.FExtend:
 		next = m.extend(c, in, out, next)
+	case history.FCheckpoint:
+		next = m.checkpoint(c, in, out, next)
 	case history.FGet, history.FWait:
 		next = m.read(c, out, next)
 	}
@@ -294,6 +310,8 @@ func describeOp(in, out interface{}) string {
 		args = fmt.Sprintf("token=%d", i.token)
 	case history.FExtend:
 		args = fmt.Sprintf("token=%d lease=%s", i.token, dur(i.lease))
+	case history.FCheckpoint:
+		args = fmt.Sprintf("token=%d point=%q", i.token, i.body)
 	}
 	s := fmt.Sprintf("%s(%s)", i.f, args)
 	switch {

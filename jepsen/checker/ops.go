@@ -93,7 +93,7 @@ type parsed struct {
 
 func isClientOp(f string) bool {
 	switch f {
-	case history.FClaim, history.FComplete, history.FRelease, history.FExtend, history.FGet, history.FWait:
+	case history.FClaim, history.FComplete, history.FRelease, history.FExtend, history.FCheckpoint, history.FGet, history.FWait:
 		return true
 	}
 	return false

@@ -1,5 +1,7 @@
 package checker
 
+import "strings"
+
 // The rows of the outcome tables (docs/API.md, fsm/apply.go), over
 // abstract states. Each row function gets a candidate whose FSM time range
 // and record already satisfy the row's lookup (live or gone), narrows them
@@ -184,9 +186,9 @@ func (m *keyModel) claim(c cand, in input, o output, out []cand) []cand {
 			l.pinAttempt(o.attempt) && l.pinExp(o.exp) && l.alive() {
 			out = append(out, l)
 		}
-	case l.s.owner == in.owner:
+	case l.s.owner == in.owner && !l.s.released:
 		if o.is(outWon) && m.pinToken(&l, o.token) && l.pinLease(o.lea) &&
-			l.pinExp(o.exp) && l.pinAttempt(o.attempt) && l.alive() {
+			l.pinExp(o.exp) && l.pinAttempt(o.attempt) && l.alive() && l.s.point == o.point {
 			out = append(out, l)
 		}
 	default:
@@ -207,7 +209,7 @@ func fresh(g cand, in input, o output, out []cand) []cand {
 			exp: from(addSat(g.t.lo, max(in.ttl, in.lease)))}
 		return append(out, g)
 	}
-	if o.outcome != outWon || o.attempt > 1 || !g.grantAt(in.lease, o.lea) {
+	if o.outcome != outWon || o.attempt > 1 || o.point != "" || !g.grantAt(in.lease, o.lea) {
 		return out
 	}
 	if in.lease > 0 && in.ttl > 0 && o.lea != 0 && o.exp != 0 && o.exp != max(g.t.lo+in.ttl, g.t.lo+in.lease) {
@@ -226,10 +228,10 @@ func takeover(l cand, in input, o output, out []cand) []cand {
 		}
 		lease := from(addSat(l.t.lo, in.lease))
 		l.s = mstate{present: true, owner: in.owner, attempt: inc(l.s.attempt), lease: lease,
-			leaseLen: in.lease, exp: from(max(l.s.exp.lo, lease.lo))}
+			leaseLen: in.lease, exp: from(max(l.s.exp.lo, lease.lo)), point: l.s.point}
 		return append(out, l)
 	}
-	if o.outcome != outWon || l.s.attempt != 0 && o.attempt != 0 && o.attempt != l.s.attempt+1 {
+	if o.outcome != outWon || l.s.attempt != 0 && o.attempt != 0 && o.attempt != l.s.attempt+1 || o.point != l.s.point {
 		return out
 	}
 	if !l.grantAt(in.lease, o.lea) || !l.notBefore(&l.s.lease) || !l.alive() {
@@ -251,7 +253,7 @@ func takeover(l cand, in input, o output, out []cand) []cand {
 		attempt = inc(l.s.attempt)
 	}
 	l.s = mstate{present: true, owner: in.owner, token: o.token, attempt: attempt,
-		lease: pointOr(o.lea, l.t.lo), exp: pointOr(o.exp, max(o.lea, l.s.exp.lo))}
+		lease: pointOr(o.lea, l.t.lo), exp: pointOr(o.exp, max(o.lea, l.s.exp.lo)), point: l.s.point}
 	return append(out, l)
 }
 
@@ -269,6 +271,10 @@ func (m *keyModel) complete(c cand, in input, o output, out []cand) []cand {
 	}
 	switch {
 	case !eqOK:
+	case e.s.released: // its holder gave it up: fenced
+		if o.is(outFenced) {
+			out = append(out, e)
+		}
 	case e.s.done && e.s.body == in.body:
 		if o.is(outOK) {
 			out = append(out, e)
@@ -278,7 +284,7 @@ func (m *keyModel) complete(c cand, in input, o output, out []cand) []cand {
 			out = append(out, e)
 		}
 	case !o.known || o.outcome == outOK:
-		e.s.done, e.s.body, e.s.lease, e.s.leaseLen = true, in.body, span{}, 0
+		e.s.done, e.s.body, e.s.lease, e.s.leaseLen, e.s.point = true, in.body, span{}, 0, ""
 		out = append(out, e)
 	}
 	return out
@@ -302,11 +308,58 @@ func (m *keyModel) release(c cand, in input, o output, out []cand) []cand {
 		if o.is(outFenced) {
 			out = append(out, e)
 		}
+	case e.s.released: // a retried release of a record it gave up
+		if !o.known || o.outcome == outOK {
+			out = append(out, e)
+		}
+	case e.s.point != "":
+		// Kept for its recovery point: given up, the lease ended by T.
+		if !o.known || o.outcome == outOK {
+			e.s.released, e.s.leaseLen = true, 0
+			e.s.lease = span{min(e.s.lease.lo, e.t.lo), min(e.s.lease.hi, e.t.hi)}
+			out = append(out, e)
+		}
 	case !o.known || o.outcome == outOK:
 		e.s = mstate{}
 		out = append(out, e)
 	}
 	return out
+}
+
+// checkpoint: the holder records a recovery point, "name=data" in in.body.
+func (m *keyModel) checkpoint(c cand, in input, o output, out []cand) []cand {
+	if g, ok := c.gone(); ok && o.is(outNotFound) {
+		out = append(out, g)
+	}
+	l, ok := c.live()
+	if !ok {
+		return out
+	}
+	e, eqOK, neOK := m.tokenSplit(l, in.token)
+	if neOK && o.is(outFenced) {
+		out = append(out, l)
+	}
+	switch {
+	case !eqOK:
+	case e.s.done || e.s.released:
+		if o.is(outFenced) {
+			out = append(out, e)
+		}
+	case pointName(e.s.point) == pointName(in.body) && e.s.point != in.body:
+		if o.is(outMismatch) {
+			out = append(out, e)
+		}
+	case !o.known || o.outcome == outOK:
+		e.s.point = in.body
+		out = append(out, e)
+	}
+	return out
+}
+
+// pointName is the name of a "name=data" recovery point ("" for none).
+func pointName(p string) string {
+	name, _, _ := strings.Cut(p, "=")
+	return name
 }
 
 func (m *keyModel) extend(c cand, in input, o output, out []cand) []cand {
@@ -323,7 +376,7 @@ func (m *keyModel) extend(c cand, in input, o output, out []cand) []cand {
 	}
 	switch {
 	case !eqOK:
-	case e.s.done:
+	case e.s.done || e.s.released:
 		if o.is(outFenced) {
 			out = append(out, e)
 		}

@@ -138,7 +138,7 @@ func checkFencing(k *keyOps) []Anomaly {
 	var out []Anomaly
 	for _, o := range k.ops {
 		e := o.ev
-		if e.F != history.FComplete && e.F != history.FExtend || !o.is(outOK) {
+		if e.F != history.FComplete && e.F != history.FExtend && e.F != history.FCheckpoint || !o.is(outOK) {
 			continue
 		}
 		for _, p := range k.ops {

@@ -31,8 +31,10 @@ const (
 	FComplete = "complete"
 	FRelease  = "release"
 	FExtend   = "extend"
-	FGet      = "get"  // linearizable read
-	FWait     = "wait" // linearizable wait with a short timeout
+	// FCheckpoint records a recovery point (Point, Body: its data).
+	FCheckpoint = "checkpoint"
+	FGet        = "get"  // linearizable read
+	FWait       = "wait" // linearizable wait with a short timeout
 	// FFinalRead is a stale read of one key on one node after healing and
 	// convergence; every node is read.
 	FFinalRead = "final-read"
@@ -56,7 +58,8 @@ type Event struct {
 	// Inputs (on the invocation, repeated on the completion).
 	Owner   string `json:"owner,omitempty"`    // claim: a unique nonce per claim operation
 	Token   uint64 `json:"token,omitempty"`    // complete, release, extend: the token used
-	Body    string `json:"body,omitempty"`     // complete: unique to (owner, token)
+	Body    string `json:"body,omitempty"`     // complete: unique to (owner, token); checkpoint: the data
+	Point   string `json:"point,omitempty"`    // checkpoint: the recovery point's name
 	LeaseNs int64  `json:"lease_ns,omitempty"` // claim, extend
 	TTLNs   int64  `json:"ttl_ns,omitempty"`   // claim
 
@@ -69,7 +72,10 @@ type Event struct {
 	// "pending", "completed", or "" when absent.
 	RecState string `json:"rec_state,omitempty"`
 	// RecBody is the stored response body (claim COMPLETED, reads).
-	RecBody        string `json:"rec_body,omitempty"`
+	RecBody string `json:"rec_body,omitempty"`
+	// RecPoint is the recovery point a claim WON resumes from, as
+	// "name=data" ("" when none).
+	RecPoint       string `json:"rec_point,omitempty"`
 	Attempt        uint32 `json:"attempt,omitempty"`
 	LeaseExpiresAt int64  `json:"lease_expires_at,omitempty"`
 	ExpiresAt      int64  `json:"expires_at,omitempty"`
