@@ -174,6 +174,25 @@ func pointOr(v, lo int64) span {
 
 // The row functions append the surviving candidates to out.
 
+// holder runs the rows a holder's command (complete, release, extend,
+// checkpoint) shares: no live record answers absent; a record another
+// token holds answers FENCED. It returns the candidate where in.token
+// holds the record (valid when eqOK), for the command's own rows.
+func (m *keyModel) holder(c cand, in input, o output, absent string, out []cand) (e cand, eqOK bool, _ []cand) {
+	if g, ok := c.gone(); ok && o.is(absent) {
+		out = append(out, g)
+	}
+	l, ok := c.live()
+	if !ok {
+		return l, false, out
+	}
+	e, eqOK, neOK := m.tokenSplit(l, in.token)
+	if neOK && o.is(outFenced) {
+		out = append(out, l)
+	}
+	return e, eqOK, out
+}
+
 func (m *keyModel) claim(c cand, in input, o output, out []cand) []cand {
 	if g, ok := c.gone(); ok {
 		out = fresh(g, in, o, out)
@@ -258,17 +277,7 @@ func takeover(l cand, in input, o output, out []cand) []cand {
 }
 
 func (m *keyModel) complete(c cand, in input, o output, out []cand) []cand {
-	if g, ok := c.gone(); ok && o.is(outNotFound) {
-		out = append(out, g)
-	}
-	l, ok := c.live()
-	if !ok {
-		return out
-	}
-	e, eqOK, neOK := m.tokenSplit(l, in.token)
-	if neOK && o.is(outFenced) {
-		out = append(out, l)
-	}
+	e, eqOK, out := m.holder(c, in, o, outNotFound, out)
 	switch {
 	case !eqOK:
 	case e.s.released: // its holder gave it up: fenced
@@ -291,17 +300,7 @@ func (m *keyModel) complete(c cand, in input, o output, out []cand) []cand {
 }
 
 func (m *keyModel) release(c cand, in input, o output, out []cand) []cand {
-	if g, ok := c.gone(); ok && o.is(outOK) {
-		out = append(out, g)
-	}
-	l, ok := c.live()
-	if !ok {
-		return out
-	}
-	e, eqOK, neOK := m.tokenSplit(l, in.token)
-	if neOK && o.is(outFenced) {
-		out = append(out, l)
-	}
+	e, eqOK, out := m.holder(c, in, o, outOK, out)
 	switch {
 	case !eqOK:
 	case e.s.done:
@@ -328,17 +327,7 @@ func (m *keyModel) release(c cand, in input, o output, out []cand) []cand {
 
 // checkpoint: the holder records a recovery point, "name=data" in in.body.
 func (m *keyModel) checkpoint(c cand, in input, o output, out []cand) []cand {
-	if g, ok := c.gone(); ok && o.is(outNotFound) {
-		out = append(out, g)
-	}
-	l, ok := c.live()
-	if !ok {
-		return out
-	}
-	e, eqOK, neOK := m.tokenSplit(l, in.token)
-	if neOK && o.is(outFenced) {
-		out = append(out, l)
-	}
+	e, eqOK, out := m.holder(c, in, o, outNotFound, out)
 	switch {
 	case !eqOK:
 	case e.s.done || e.s.released:
@@ -363,17 +352,7 @@ func pointName(p string) string {
 }
 
 func (m *keyModel) extend(c cand, in input, o output, out []cand) []cand {
-	if g, ok := c.gone(); ok && o.is(outNotFound) {
-		out = append(out, g)
-	}
-	l, ok := c.live()
-	if !ok {
-		return out
-	}
-	e, eqOK, neOK := m.tokenSplit(l, in.token)
-	if neOK && o.is(outFenced) {
-		out = append(out, l)
-	}
+	e, eqOK, out := m.holder(c, in, o, outNotFound, out)
 	switch {
 	case !eqOK:
 	case e.s.done || e.s.released:
