@@ -9,15 +9,15 @@ import "bytes"
 // applyClaim decides a claim; token is what the claim holds if it wins.
 func (t *tx) applyClaim(c *Command, token uint64) Result {
 	now := t.meta.Now
-	if ts, ok := t.tombstone(c.Key); ok {
+	r, ok, tomb := t.at(c.Key)
+	if tomb {
 		// The operation ran, or may have, and its response is gone: a late
 		// retry must not run it again.
-		if !bytes.Equal(ts.Fingerprint, c.Fingerprint) {
+		if !bytes.Equal(r.Fingerprint, c.Fingerprint) {
 			return Result{Outcome: OutcomeMismatch}
 		}
-		return Result{Outcome: OutcomeExpired, Record: tombstoneOf(ts)}
+		return Result{Outcome: OutcomeExpired, Record: tombstoneOf(r)}
 	}
-	r, ok := t.live(c.Key)
 	switch {
 	case !ok:
 		key, owner := joinKey(c.Key, c.Owner)
@@ -61,11 +61,10 @@ func (t *tx) applyClaim(c *Command, token uint64) Result {
 }
 
 func (t *tx) applyComplete(c *Command) Result {
-	if _, ok := t.tombstone(c.Key); ok {
-		return Result{Outcome: OutcomeExpired}
-	}
-	r, ok := t.live(c.Key)
+	r, ok, tomb := t.at(c.Key)
 	switch {
+	case tomb:
+		return Result{Outcome: OutcomeExpired}
 	case !ok:
 		return Result{Outcome: OutcomeNotFound}
 	case r.Token != c.Token || released(r):
@@ -102,9 +101,6 @@ func (t *tx) applyComplete(c *Command) Result {
 // before the point are done (a card charged): running them again is what
 // the point is for.
 func (t *tx) applyRelease(c *Command) Result {
-	if r, ok := t.live(c.Key); ok && released(r) && r.Token == c.Token {
-		return Result{Outcome: OutcomeOK} // a retried release
-	}
 	r, answer, ok := t.held(c, OutcomeOK) // absent: released already
 	switch {
 	case !ok:
@@ -125,16 +121,18 @@ func (t *tx) applyRelease(c *Command) Result {
 func released(r *Record) bool { return r.State == StatePending && r.Owner == "" }
 
 // held returns the PENDING record c's token holds, or the answer when it
-// holds none: EXPIRED on a tombstone, absent when no record is live, and
-// FENCED when another token holds it, it is completed, or it was released.
+// holds none: EXPIRED on a tombstone, absent when no record is live, OK to
+// a retried release of a record the token gave up, and FENCED when
+// another token holds it, it is completed, or it was released.
 func (t *tx) held(c *Command, absent Outcome) (*Record, Result, bool) {
-	if _, ok := t.tombstone(c.Key); ok {
-		return nil, Result{Outcome: OutcomeExpired}, false
-	}
-	r, ok := t.live(c.Key)
+	r, ok, tomb := t.at(c.Key)
 	switch {
+	case tomb:
+		return nil, Result{Outcome: OutcomeExpired}, false
 	case !ok:
 		return nil, Result{Outcome: absent}, false
+	case released(r) && r.Token == c.Token && c.Type == TypeRelease:
+		return nil, Result{Outcome: OutcomeOK}, false // a retried release
 	case r.Token != c.Token || r.State != StatePending || released(r):
 		return nil, Result{Outcome: OutcomeFenced}, false
 	}

@@ -64,25 +64,22 @@ func (t *tx) get(k RecordKey) (*Record, bool) {
 	return r, r != nil
 }
 
-// live returns the record under k unless it is absent or past its TTL: a
-// record that has expired but not yet been deleted by Expire is gone for
-// every command and read.
-func (t *tx) live(k RecordKey) (*Record, bool) {
+// at returns the record under k as commands see it at FSM time: live
+// (before its TTL), a tombstone (past its TTL, within its tombstone time),
+// or neither (r is nil). One lookup for both questions: every command asks
+// them, and each lookup encodes the key.
+func (t *tx) at(k RecordKey) (r *Record, live, tombstone bool) {
 	r, ok := t.get(k)
-	if !ok || r.ExpiresAt <= t.meta.Now {
-		return nil, false
+	now := t.meta.Now
+	switch {
+	case !ok:
+		return nil, false, false
+	case r.ExpiresAt > now:
+		return r, true, false
+	case r.tombstoneAt(now):
+		return r, false, true
 	}
-	return r, true
-}
-
-// tombstone returns the record under k while it is a tombstone (past its
-// TTL, within its tombstone time).
-func (t *tx) tombstone(k RecordKey) (*Record, bool) {
-	r, ok := t.get(k)
-	if !ok || !r.tombstoneAt(t.meta.Now) {
-		return nil, false
-	}
-	return r, true
+	return nil, false, false
 }
 
 // put stores r, replacing any record under the same key.
