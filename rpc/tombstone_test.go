@@ -1,11 +1,17 @@
 package rpc
 
 import (
+	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -68,5 +74,22 @@ func TestTombstonesOverTheAPI(t *testing.T) {
 	done, err := api.Complete(ctx, &idempb.CompleteRequest{Id: tenantID("acme", "lost"), Token: lost.GetToken(), Response: &idempb.Response{Status: 200}})
 	if err != nil || done.GetOutcome() != idempb.Outcome_OUTCOME_EXPIRED {
 		t.Fatalf("the holder's late completion: %v %v", done, err)
+	}
+}
+
+// TestUpgradingIsAFailedPrecondition: a command a voter's release cannot
+// apply reaches the client as FailedPrecondition, reason
+// CLUSTER_UPGRADING, which says to retry after the upgrade.
+func TestUpgradingIsAFailedPrecondition(t *testing.T) {
+	err := toStatus(fmt.Errorf("apply: %w", cluster.ErrUpgrading), slog.New(slog.DiscardHandler))
+	st := status.Convert(err)
+	var reason string
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			reason = info.GetReason()
+		}
+	}
+	if st.Code() != codes.FailedPrecondition || reason != ReasonClusterUpgrading {
+		t.Fatalf("got %v (reason %q), want FailedPrecondition %s", err, reason, ReasonClusterUpgrading)
 	}
 }
