@@ -52,11 +52,18 @@ func pointViewOf(p *idempb.RecoveryPoint) *pointView {
 	if p == nil {
 		return nil
 	}
-	v := &pointView{Name: p.GetName(), DataBase64: base64.StdEncoding.EncodeToString(p.GetData())}
-	if utf8.Valid(p.GetData()) {
-		v.Data = string(p.GetData())
-	}
+	v := &pointView{Name: p.GetName()}
+	v.Data, v.DataBase64 = bytesView(p.GetData())
 	return v
+}
+
+// bytesView shows bytes as text when they are valid UTF-8, and always as
+// base64, which holds them exactly.
+func bytesView(b []byte) (text, b64 string) {
+	if utf8.Valid(b) {
+		text = string(b)
+	}
+	return text, base64.StdEncoding.EncodeToString(b)
 }
 
 type responseView struct {
@@ -140,10 +147,8 @@ func responseViewOf(r *idempb.Response) *responseView {
 	if r == nil {
 		return nil
 	}
-	v := &responseView{Status: r.GetStatus(), BodyBase64: base64.StdEncoding.EncodeToString(r.GetBody())}
-	if utf8.Valid(r.GetBody()) {
-		v.Body = string(r.GetBody())
-	}
+	v := &responseView{Status: r.GetStatus()}
+	v.Body, v.BodyBase64 = bytesView(r.GetBody())
 	for _, h := range r.GetHeaders() {
 		v.Headers = append(v.Headers, headerView{Name: h.GetName(), Value: h.GetValue()})
 	}
