@@ -29,7 +29,7 @@ type Node struct {
 	stores *stores
 	// snaps is raft's snapshot store: the state machine's store itself.
 	snaps *storeSnapshots
-	trans *raft.NetworkTransport
+	trans *gatedTransport
 	// stream is the transport's network layer (TLS or not, see peertls.go).
 	stream raft.StreamLayer
 	// members is nil on a standalone node (no gossip address).
@@ -142,7 +142,7 @@ func (n *Node) openRaft() (bool, error) {
 	if n.cfg.GossipAddr != "" {
 		tc.ServerAddressProvider = &n.addrs
 	}
-	n.trans = raft.NewNetworkTransportWithConfig(tc)
+	n.trans = newGatedTransport(raft.NewNetworkTransportWithConfig(tc))
 	rc := n.raftConfig(hlog)
 	existing, err := raft.HasExistingState(n.stores.log, n.stores.stable, n.snaps)
 	if err != nil {
@@ -257,6 +257,9 @@ func (n *Node) Close() error {
 			}
 		}
 		n.wg.Wait()
+		if n.trans != nil {
+			n.trans.closeGate()
+		}
 		if err := n.closeStores(); err != nil && n.closeErr == nil {
 			n.closeErr = err
 		}

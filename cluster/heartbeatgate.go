@@ -1,0 +1,49 @@
+package cluster
+
+import (
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// gatedTransport is raft's network transport with a gate on the heartbeat
+// fast path. raft runs heartbeats on the transport's connection goroutines,
+// not its own, so Raft.Shutdown does not wait for one in flight: a heartbeat
+// that passed raft's shutdown check can still be saving the term when the
+// node closes its stores, and raft panics on the closed store ("failed to
+// save current term: database not open", seen in CI). Closing the gate waits
+// for the heartbeats in flight and drops later ones unanswered; the caller
+// gets its answer from the transport's own shutdown.
+type gatedTransport struct {
+	*raft.NetworkTransport
+	mu     sync.RWMutex
+	closed bool
+}
+
+func newGatedTransport(t *raft.NetworkTransport) *gatedTransport {
+	return &gatedTransport{NetworkTransport: t}
+}
+
+// SetHeartbeatHandler installs fn behind the gate.
+func (t *gatedTransport) SetHeartbeatHandler(fn func(raft.RPC)) {
+	if fn == nil {
+		t.NetworkTransport.SetHeartbeatHandler(nil)
+		return
+	}
+	t.NetworkTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
+		t.mu.RLock()
+		defer t.mu.RUnlock()
+		if !t.closed {
+			fn(rpc)
+		}
+	})
+}
+
+// closeGate returns once no heartbeat is running and none will start. Call it
+// after Raft.Shutdown (so a running heartbeat cannot block on raft) and before
+// the stores close.
+func (t *gatedTransport) closeGate() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+}
