@@ -32,6 +32,7 @@ func (t *tx) applyClaim(c *Command, token uint64) Result {
 			CreatedAt:      now,
 			ExpiresAt:      max(now+c.TTL, now+c.Lease),
 			TombstoneFor:   tombstoneTime(c),
+			Watched:        watchesAbandon(c),
 		}
 		if q := t.admit(c.Quota, won); q != QuotaNone {
 			return Result{Outcome: OutcomeQuotaExceeded, Exceeded: q}
@@ -56,6 +57,7 @@ func (t *tx) applyClaim(c *Command, token uint64) Result {
 	taken.LeaseExpiresAt = now + c.Lease
 	taken.ExpiresAt = max(r.ExpiresAt, taken.LeaseExpiresAt)
 	taken.TombstoneFor = tombstoneTime(c)
+	taken.Watched = r.Watched || watchesAbandon(c)
 	t.put(&taken)
 	return Result{Outcome: OutcomeWon, Record: &taken}
 }
@@ -181,22 +183,33 @@ func (t *tx) applyCheckpoint(c *Command) Result {
 }
 
 // applyExpire acts on up to Limit records that are due, oldest first: one
+// whose lease lapsed while it awaits abandonment is marked abandoned; one
 // past its TTL that has a tombstone time is cut down to its tombstone, any
-// other is deleted. The bound keeps one entry from stalling the log however
-// much has expired.
+// other is deleted. Then it prunes up to Limit events of the feed. The
+// bound keeps one entry from stalling the log however much has expired.
 func (t *tx) applyExpire(c *Command) Result {
-	due := t.due(int(min(c.Limit, maxExpireLimit)))
-	cut := 0
+	limit := int(min(c.Limit, maxExpireLimit))
+	due := t.due(limit)
+	res := Result{Outcome: OutcomeOK}
 	for _, r := range due {
+		if r.awaitsAbandonment() {
+			r = t.markAbandoned(r) // its lease ended: dueAt is the lease end
+			res.Abandoned++
+			if r.ExpiresAt > t.meta.Now {
+				continue
+			}
+		}
 		if !r.Tombstone && r.deleteAt() > t.meta.Now {
 			t.put(tombstoneOf(r))
-			cut++
+			res.Tombstoned++
 		} else {
 			t.remove(r.RecordKey)
 		}
+		res.Expired++
 		t.changed = append(t.changed, r.RecordKey)
 	}
-	return Result{Outcome: OutcomeOK, Expired: len(due), Tombstoned: cut}
+	t.pruneEvents(limit)
+	return res
 }
 
 // maxExpireLimit bounds what one Expire deletes whatever its Limit says, so

@@ -26,27 +26,34 @@ const (
 
 // Command levels: which commands a release applies. Every release with
 // the on-disk store applies level 1: Claim to Batch, with quotas. Level 2
-// adds Checkpoint and tombstone times. A node that meets a command it
+// adds Checkpoint and tombstone times; level 3 claims that watch for
+// abandonment (and the feed of abandoned claims they make). A node that meets a command it
 // cannot decode stops rather than diverge, so a leader proposes a command
 // above BaseLevel only once every voter runs a release that applies it
 // (cluster.Node.Apply).
 const (
 	BaseLevel = 1
-	LastLevel = 2
+	LastLevel = 3
 )
 
 // LevelOf is the level a node must apply to decode c.
 func LevelOf(c *Command) int {
-	if c.Type == TypeCheckpoint || carriesTombstone(c) {
-		return 2
+	level := BaseLevel
+	switch {
+	case watchesAbandon(c):
+		level = 3
+	case c.Type == TypeCheckpoint || carriesTombstone(c):
+		level = 2
 	}
 	for _, sub := range c.Batch {
-		if LevelOf(sub) > BaseLevel {
-			return 2
-		}
+		level = max(level, LevelOf(sub))
 	}
-	return BaseLevel
+	return level
 }
+
+// watchesAbandon reports whether c is a claim that watches for abandonment;
+// the flag means nothing on another command and is not encoded there.
+func watchesAbandon(c *Command) bool { return c.Type == TypeClaim && c.WatchAbandon }
 
 var typeNames = [...]string{"unknown", "claim", "complete", "release", "extend", "expire", "batch", "checkpoint"}
 
@@ -83,4 +90,8 @@ type Command struct {
 	// --tombstone-ttl says: stamped like Quota, so nodes configured
 	// differently never diverge.
 	Tombstone int64
+	// WatchAbandon asks that the claimed record be reported abandoned if
+	// its lease lapses while it is PENDING (claim; abandon.go). The leader
+	// sets it once every voter applies level 3.
+	WatchAbandon bool
 }

@@ -7,8 +7,9 @@ import (
 	"math/bits"
 )
 
-// Sum is a multiset hash of the stored records: the sum, modulo 2^256, of
-// the SHA-256 of every record's encoding. Storing a record adds its hash,
+// Sum is a multiset hash of the stored records and events: the sum, modulo
+// 2^256, of the SHA-256 of every record's encoding (and of every event's,
+// tagged apart, eventHash). Storing a record adds its hash,
 // deleting one subtracts it, so the Machine keeps the sum on every apply in
 // O(1) and the digest costs nothing to read at any size. Sums are equal when
 // the records are equal, and a replica holding one record different holds a
@@ -57,6 +58,13 @@ func (m *Meta) digest() string {
 	e.varint(m.Now)
 	e.uvarint(m.Records)
 	e.buf = append(e.buf, m.Sum[:]...)
+	if f := m.Feed; f != (FeedMeta{}) {
+		// The events are in the Sum; their numbering and the count of
+		// records ever abandoned are not.
+		e.uvarint(f.Seq)
+		e.uvarint(f.PrunedThrough)
+		e.uvarint(f.Total)
+	}
 	h := sha256.Sum256(e.buf)
 	return hex.EncodeToString(h[:])
 }

@@ -113,6 +113,10 @@ func (e *encoder) command(c *Command) {
 // command without one encodes as before tombstones existed.
 const tombstoneFlag byte = 0x40
 
+// watchFlag is set in the type byte of a Claim whose record reports its
+// abandonment (Command.WatchAbandon). It has no value.
+const watchFlag byte = 0x20
+
 // tombstoneTime is the tombstone time c gives its record, as it decodes.
 func tombstoneTime(c *Command) int64 {
 	if !carriesTombstone(c) {
@@ -153,7 +157,14 @@ func (d *decoder) stamps(c *Command, quota, tombstone bool) {
 // command decodes one command; a Batch may not nest (top is false inside one).
 func (d *decoder) command(top bool) *Command {
 	typ := d.byte1()
-	c := &Command{Type: CommandType(typ &^ (quotaFlag | tombstoneFlag)), Now: d.varint()}
+	c := &Command{Type: CommandType(typ &^ (quotaFlag | tombstoneFlag | watchFlag)), Now: d.varint()}
+	if typ&watchFlag != 0 {
+		if c.Type != TypeClaim {
+			d.fail(fmt.Errorf("%w: abandonment watch on a %s command", ErrMalformed, c.Type))
+			return c
+		}
+		c.WatchAbandon = true
+	}
 	// A flagged command's quota and tombstone time follow its own fields,
 	// in that order: read them on every return path below.
 	defer d.stamps(c, typ&quotaFlag != 0, typ&tombstoneFlag != 0)
@@ -311,6 +322,13 @@ func (e *encoder) record(r *Record) {
 	if r.Tombstone {
 		e.byte1(fieldTombstone)
 	}
+	if r.Watched {
+		e.byte1(fieldWatched)
+	}
+	if r.Abandoned != 0 {
+		e.byte1(fieldAbandoned)
+		e.uvarint(r.Abandoned)
+	}
 }
 
 // Optional fields of a record follow its response, each a tag byte and its
@@ -322,6 +340,11 @@ const (
 	fieldTombstoneFor byte = 2
 	// fieldTombstone has no value: present, the record is a tombstone.
 	fieldTombstone byte = 3
+	// fieldWatched has no value: present, abandonment is reported.
+	fieldWatched byte = 4
+	// fieldAbandoned holds the number of the event that reported the
+	// record abandoned.
+	fieldAbandoned byte = 5
 )
 
 // checkpoint encodes a recovery point; nil encodes as an empty one, which
@@ -366,6 +389,12 @@ func (d *decoder) optionalFields(r *Record) {
 			}
 		case fieldTombstone:
 			r.Tombstone = true
+		case fieldWatched:
+			r.Watched = true
+		case fieldAbandoned:
+			if r.Abandoned = d.uvarint(); d.err == nil && r.Abandoned == 0 {
+				d.fail(fmt.Errorf("%w: abandoned by event 0", ErrMalformed))
+			}
 		default:
 			d.fail(fmt.Errorf("%w: record field %d", ErrMalformed, tag))
 		}

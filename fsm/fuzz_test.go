@@ -247,7 +247,7 @@ func mustRefuse(t *testing.T, b []byte, format string, args ...any) {
 // format with a valid sum and checksum, so that only the record-level
 // checks can refuse it.
 func craftSnapshot(now int64, recs ...*Record) []byte {
-	return craftSnapshotVersion(SnapshotVersion, now, recs...)
+	return craftSnapshotVersion(snapshotVersionNoFeed, now, recs...)
 }
 
 // craftSnapshotVersion is craftSnapshot with the format version given.
@@ -257,7 +257,7 @@ func craftSnapshotVersion(version uint64, now int64, recs ...*Record) []byte {
 	e.uvarint(version)
 	e.varint(now)
 	e.uvarint(0) // applied index
-	if version == SnapshotVersion {
+	if version >= snapshotVersionNoFeed {
 		e.uvarint(0) // term
 	}
 	e.uvarint(uint64(len(recs)))
@@ -267,7 +267,7 @@ func craftSnapshotVersion(version uint64, now int64, recs ...*Record) []byte {
 		sum.add(recordHash(enc))
 		e.bytes(enc)
 	}
-	if version == SnapshotVersion {
+	if version >= snapshotVersionNoFeed {
 		e.buf = append(e.buf, sum[:]...)
 	}
 	return binary.BigEndian.AppendUint32(e.buf, crc32.Checksum(e.buf, crcTable))
@@ -283,7 +283,7 @@ func TestRestoreRefusesInvalidRecords(t *testing.T) {
 	aLater := rec(func(r *Record) { r.ExpiresAt++ })
 	// Expiring first but with the larger key: in order for format 2 only.
 	bFirst := rec(func(r *Record) { r.Key = "l"; r.ExpiresAt-- })
-	bigLen := append([]byte(snapshotMagic), SnapshotVersion, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f)
+	bigLen := append([]byte(snapshotMagic), snapshotVersionNoFeed, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f)
 	wrongSum := craftSnapshot(at(0), a, b)
 	wrongSum[len(wrongSum)-5] ^= 1 // the sum's last byte, checksum recomputed
 	wrongSum = binary.BigEndian.AppendUint32(wrongSum[:len(wrongSum)-4], crc32.Checksum(wrongSum[:len(wrongSum)-4], crcTable))
@@ -300,7 +300,7 @@ func TestRestoreRefusesInvalidRecords(t *testing.T) {
 		"state unknown":                        craftSnapshot(at(0), rec(func(r *Record) { r.State = StateUnknown })),
 		"state past the end":                   craftSnapshot(at(0), rec(func(r *Record) { r.State = 3 })),
 		"record too large":                     bigLen,
-		"version 4":                            craftSnapshotVersion(4, at(0), a),
+		"version 5":                            craftSnapshotVersion(SnapshotVersion+1, at(0), a),
 	}
 	for name, snap := range cases {
 		mustRefuse(t, snap, "%s", name)

@@ -58,6 +58,13 @@ func checkpoint(key string, token uint64, point, data string, now int64) *Comman
 		Checkpoint: &Checkpoint{Point: point, Data: []byte(data)}}
 }
 
+// watched is a claim that reports its record's abandonment.
+func watched(key, owner string, lease, ttl, now int64) *Command {
+	c := claimWith(key, defFP, owner, lease, ttl, now)
+	c.WatchAbandon = true
+	return c
+}
+
 func expire(limit uint32, now int64) *Command {
 	return &Command{Type: TypeExpire, Now: now, Limit: limit}
 }
@@ -170,7 +177,7 @@ func recordBytes(r *Record) []byte {
 
 // sameResult reports whether two results are equal up to nil/empty slices.
 func sameResult(a, b Result) bool {
-	if a.Outcome != b.Outcome || a.Expired != b.Expired || len(a.Batch) != len(b.Batch) ||
+	if a.Outcome != b.Outcome || a.Expired != b.Expired || a.Abandoned != b.Abandoned || len(a.Batch) != len(b.Batch) ||
 		(a.Record == nil) != (b.Record == nil) || !bytes.Equal(recordBytes(a.Record), recordBytes(b.Record)) {
 		return false
 	}

@@ -21,6 +21,7 @@ type Machine struct {
 	usage map[string]Usage
 
 	watch watchers
+	feed  feedSignal
 }
 
 // New returns a Machine over s, at the state s holds.

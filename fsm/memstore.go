@@ -18,11 +18,19 @@ type memStore struct {
 	mu    sync.RWMutex
 	recs  *btree.BTreeG[memRecord]
 	exp   *btree.BTreeG[memExpiry]
+	evs   *btree.BTreeG[memEvent]
 	meta  Meta
 	usage map[string]Usage
 }
 
 type memRecord struct{ key, enc []byte }
+
+type memEvent struct {
+	seq uint64
+	enc []byte
+}
+
+func lessMemEvent(a, b memEvent) bool { return a.seq < b.seq }
 
 type memExpiry struct {
 	at  int64
@@ -39,7 +47,8 @@ func lessMemExpiry(a, b memExpiry) bool {
 }
 
 func newMemStore() *memStore {
-	return &memStore{recs: btree.NewG(32, lessMemRecord), exp: btree.NewG(32, lessMemExpiry), usage: map[string]Usage{}}
+	return &memStore{recs: btree.NewG(32, lessMemRecord), exp: btree.NewG(32, lessMemExpiry),
+		evs: btree.NewG(32, lessMemEvent), usage: map[string]Usage{}}
 }
 
 func (s *memStore) Get(key []byte) ([]byte, bool, error) {
@@ -59,6 +68,20 @@ func (s *memStore) Due(t int64, limit int) ([][]byte, error) {
 		}
 		r, _ := s.recs.Get(memRecord{key: e.key})
 		out = append(out, r.enc)
+		return true
+	})
+	return out, nil
+}
+
+func (s *memStore) Events(after uint64, limit int) ([][]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out [][]byte
+	s.evs.AscendGreaterOrEqual(memEvent{seq: after + 1}, func(e memEvent) bool {
+		if len(out) >= limit {
+			return false
+		}
+		out = append(out, e.enc)
 		return true
 	})
 	return out, nil
@@ -100,6 +123,9 @@ func (s *memStore) Commit(c *Changes) error {
 			s.usage[u.Tenant] = u.Usage
 		}
 	}
+	for _, ev := range c.Events {
+		s.applyEvent(ev)
+	}
 	s.meta = c.Meta
 	return nil
 }
@@ -117,6 +143,14 @@ func (s *memStore) apply(rc RecordChange) {
 	s.exp.ReplaceOrInsert(memExpiry{at: rc.NewExpiresAt, key: key})
 }
 
+func (s *memStore) applyEvent(ev EventChange) {
+	if ev.New == nil {
+		s.evs.Delete(memEvent{seq: ev.Seq})
+		return
+	}
+	s.evs.ReplaceOrInsert(memEvent{seq: ev.Seq, enc: bytes.Clone(ev.New)})
+}
+
 func (s *memStore) Sync() error { return nil }
 
 func (s *memStore) View() (View, error) {
@@ -124,7 +158,7 @@ func (s *memStore) View() (View, error) {
 	// write lock even though it changes no record.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &memView{recs: s.recs.Clone(), meta: s.meta}, nil
+	return &memView{recs: s.recs.Clone(), evs: s.evs.Clone(), meta: s.meta}, nil
 }
 
 func (s *memStore) NewBuilder() (Builder, error) { return &memBuilder{s: newMemStore()}, nil }
@@ -133,6 +167,7 @@ func (s *memStore) Close() error { return nil }
 
 type memView struct {
 	recs *btree.BTreeG[memRecord]
+	evs  *btree.BTreeG[memEvent]
 	meta Meta
 }
 
@@ -147,6 +182,15 @@ func (v *memView) Records(fn func(enc []byte) error) error {
 	return err
 }
 
+func (v *memView) Events(fn func(enc []byte) error) error {
+	var err error
+	v.evs.Ascend(func(e memEvent) bool {
+		err = fn(e.enc)
+		return err == nil
+	})
+	return err
+}
+
 func (v *memView) Close() error { return nil }
 
 type memBuilder struct{ s *memStore }
@@ -155,6 +199,11 @@ func (b *memBuilder) Has(key []byte) (bool, error) { return b.s.recs.Has(memReco
 
 func (b *memBuilder) Put(key, enc []byte, expiresAt int64) error {
 	b.s.apply(RecordChange{Key: key, New: enc, NewExpiresAt: expiresAt})
+	return nil
+}
+
+func (b *memBuilder) PutEvent(seq uint64, enc []byte) error {
+	b.s.applyEvent(EventChange{Seq: seq, New: enc})
 	return nil
 }
 

@@ -29,10 +29,31 @@ type Meta struct {
 	// the first.
 	ConfigIndex uint64
 	Config      []byte
+	// Feed is the state of the abandoned feed (abandon.go).
+	Feed FeedMeta
+}
+
+// FeedMeta is the abandoned feed's part of the metadata. A state that
+// never had an event holds the zero value, and its Meta encodes exactly as
+// before the feed existed.
+type FeedMeta struct {
+	// Seq is the number of the last event; PrunedThrough the highest number
+	// pruned: every event up to it is gone, every later one is kept.
+	Seq, PrunedThrough uint64
+	// Events counts the stored events; StreamBytes is what they take in a
+	// snapshot stream.
+	Events, StreamBytes uint64
+	// Abandoned counts the records abandoned now; Total every record ever
+	// marked abandoned.
+	Abandoned, Total uint64
 }
 
 // metaVersion is the first byte of an encoded Meta.
 const metaVersion = 1
+
+// metaFieldFeed tags the feed's fields, which follow the configuration
+// only when the feed ever had an event.
+const metaFieldFeed = 1
 
 // MarshalBinary encodes m for a store.
 func (m Meta) MarshalBinary() ([]byte, error) {
@@ -47,6 +68,13 @@ func (m Meta) MarshalBinary() ([]byte, error) {
 	e.uvarint(m.StreamBytes)
 	e.uvarint(m.ConfigIndex)
 	e.bytes(m.Config)
+	if m.Feed != (FeedMeta{}) {
+		e.byte1(metaFieldFeed)
+		f := m.Feed
+		for _, v := range [...]uint64{f.Seq, f.PrunedThrough, f.Events, f.StreamBytes, f.Abandoned, f.Total} {
+			e.uvarint(v)
+		}
+	}
 	return e.buf, nil
 }
 
@@ -67,6 +95,15 @@ func (m *Meta) UnmarshalBinary(b []byte) error {
 	}
 	out.StreamBytes, out.ConfigIndex = d.uvarint(), d.uvarint()
 	out.Config = d.bytes()
+	if len(d.buf) > 0 {
+		if tag := d.byte1(); tag != metaFieldFeed {
+			d.fail(fmt.Errorf("%w: store metadata field %d", ErrMalformed, tag))
+		}
+		f := &out.Feed
+		for _, v := range [...]*uint64{&f.Seq, &f.PrunedThrough, &f.Events, &f.StreamBytes, &f.Abandoned, &f.Total} {
+			*v = d.uvarint()
+		}
+	}
 	if err := d.finish(); err != nil {
 		return fmt.Errorf("decode store metadata: %w", err)
 	}

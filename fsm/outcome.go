@@ -51,6 +51,8 @@ type Result struct {
 	// Expired counts the records an Expire command acted on: deleted, or
 	// cut down to their tombstone (Tombstoned of them).
 	Expired, Tombstoned int
+	// Abandoned counts the records an Expire command marked abandoned.
+	Abandoned int
 	// Exceeded is the quota an OutcomeQuotaExceeded answer hit.
 	Exceeded QuotaKind
 	// Batch holds one result per command of a Batch, in order.

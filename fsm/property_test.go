@@ -46,6 +46,7 @@ func (g *cmdGen) command(t *rapid.T, top bool) *Command {
 		c.Lease = rapid.SampledFrom(propLeases).Draw(t, "lease")
 		c.TTL = rapid.SampledFrom(propTTLs).Draw(t, "ttl")
 		c.Tombstone = rapid.SampledFrom(propTombstones).Draw(t, "tombstone")
+		c.WatchAbandon = rapid.IntRange(0, 3).Draw(t, "watch") > 0
 	case kind < 6:
 		c.Type, c.Token = TypeComplete, g.token(t)
 		c.Tombstone = rapid.SampledFrom(propTombstones).Draw(t, "tombstone")
@@ -99,7 +100,7 @@ func TestPropertyReplicasAgree(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		g := &cmdGen{now: t0}
 		a, b := NewMachine(), NewMachine()
-		inv := newSafety()
+		inv, feed := newSafety(), newFeedCheck()
 		steps := rapid.IntRange(1, 150).Draw(t, "steps")
 		snapAt := rapid.IntRange(0, steps).Draw(t, "snapAt")
 		var index uint64
@@ -120,6 +121,9 @@ func TestPropertyReplicasAgree(t *testing.T) {
 			}
 			if err := inv.check(c, ra, before, inv.capture(a), a.Now()); err != nil {
 				t.Fatalf("step %d (%v at %d): %v", i, c.Type, index, err)
+			}
+			if err := feed.check(a, c, before, inv.capture(a)); err != nil {
+				t.Fatalf("step %d (%v at %d): feed: %v", i, c.Type, index, err)
 			}
 			g.learn(ra)
 		}
@@ -334,6 +338,7 @@ func anyCommand(t *rapid.T, top bool) *Command {
 		c.Fingerprint, c.Owner = bytesGen.Draw(t, "fp"), str("owner")
 		c.Lease, c.TTL = rapid.Int64().Draw(t, "lease"), rapid.Int64().Draw(t, "ttl")
 		c.Tombstone = rapid.Int64Min(0).Draw(t, "tombstone")
+		c.WatchAbandon = rapid.Bool().Draw(t, "watch")
 	case TypeComplete:
 		c.Token = rapid.Uint64().Draw(t, "token")
 		if rapid.Bool().Draw(t, "hasResp") {

@@ -150,6 +150,9 @@ func typeByte(c *Command) byte {
 	if carriesTombstone(c) {
 		b |= tombstoneFlag
 	}
+	if watchesAbandon(c) {
+		b |= watchFlag
+	}
 	return b
 }
 

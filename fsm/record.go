@@ -102,6 +102,13 @@ type Record struct {
 	// response, owner and recovery point are gone. A record behaves as a
 	// tombstone from ExpiresAt whether or not this is set yet.
 	Tombstone bool
+	// Watched says the claim that made (or took over) the record asked for
+	// abandonment to be reported (abandon.go): while it is PENDING and held,
+	// Expire marks it abandoned when its lease lapses.
+	Watched bool
+	// Abandoned is the number of the event that reported the record
+	// abandoned, 0 when it is not abandoned now.
+	Abandoned uint64
 }
 
 // deleteAt is when the record is gone for good: at the end of its TTL, or
@@ -109,9 +116,13 @@ type Record struct {
 func (r *Record) deleteAt() int64 { return r.ExpiresAt + r.TombstoneFor }
 
 // dueAt is when Expire next acts on the record, the time a store's expiry
-// index keeps: at ExpiresAt it cuts a record with a tombstone time down to
-// its tombstone, at deleteAt it deletes it.
+// index keeps: at the end of the lease it marks a watched record abandoned,
+// at ExpiresAt it cuts a record with a tombstone time down to its
+// tombstone, at deleteAt it deletes it.
 func (r *Record) dueAt() int64 {
+	if r.awaitsAbandonment() {
+		return r.LeaseExpiresAt // never after ExpiresAt: the TTL covers every lease
+	}
 	if r.TombstoneFor > 0 && !r.Tombstone {
 		return r.ExpiresAt
 	}
@@ -129,6 +140,7 @@ func (r *Record) tombstoneAt(now int64) bool {
 func tombstoneOf(r *Record) *Record {
 	ts := *r
 	ts.Owner, ts.Response, ts.Checkpoint, ts.Tombstone = "", nil, nil, true
+	ts.Watched, ts.Abandoned = false, 0
 	return &ts
 }
 

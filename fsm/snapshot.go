@@ -26,13 +26,22 @@ import (
 // order (no key twice), every record, the Sum and the CRC; nothing reaches
 // the store being built unchecked, and a defect aborts the build.
 //
+// Version 4 is version 3 with the abandoned feed (abandon.go): after the
+// count, uvarint(seq) uvarint(pruned through) uvarint(total abandoned)
+// uvarint(event count), and after the records the events, length-prefixed
+// in order of number, before the Sum (which covers them). A state that
+// never had an event is written as version 3, which releases before the
+// feed read.
+//
 // Versions 1 (records in key order) and 2 (records in (expires_at, key)
 // order, what the in-memory releases wrote) are still read, so a backup of
 // those releases restores and their data dirs migrate.
 const (
 	snapshotMagic = "IDEMSNAP"
-	// SnapshotVersion is the stream format WriteSnapshot writes.
-	SnapshotVersion = 3
+	// SnapshotVersion is the newest stream format WriteSnapshot writes.
+	SnapshotVersion = 4
+	// snapshotVersionNoFeed is the format of a state without events.
+	snapshotVersionNoFeed = 3
 	// snapshotVersionExpiryOrder is the in-memory releases' format.
 	snapshotVersionExpiryOrder = 2
 	// snapshotVersionKeyOrder is the format before that.
@@ -42,15 +51,30 @@ const (
 	maxSnapshotRecord = 8 << 20
 )
 
-// snapshotHeader returns the header of a version 3 stream of m.
+// snapshotVersionOf is the version a stream of m is written in.
+func snapshotVersionOf(m Meta) int {
+	if m.Feed == (FeedMeta{}) {
+		return snapshotVersionNoFeed
+	}
+	return SnapshotVersion
+}
+
+// snapshotHeader returns the header of a stream of m.
 func snapshotHeader(m Meta) []byte {
-	e := encoder{buf: make([]byte, 0, 64)}
+	e := encoder{buf: make([]byte, 0, 96)}
 	e.buf = append(e.buf, snapshotMagic...)
-	e.uvarint(SnapshotVersion)
+	version := snapshotVersionOf(m)
+	e.uvarint(uint64(version))
 	e.varint(m.Now)
 	e.uvarint(m.Applied)
 	e.uvarint(m.Term)
 	e.uvarint(m.Records)
+	if version == SnapshotVersion {
+		e.uvarint(m.Feed.Seq)
+		e.uvarint(m.Feed.PrunedThrough)
+		e.uvarint(m.Feed.Total)
+		e.uvarint(m.Feed.Events)
+	}
 	return e.buf
 }
 
@@ -58,7 +82,7 @@ func snapshotHeader(m Meta) []byte {
 // view with metadata m, known before a byte is written (Raft sends it
 // ahead of an InstallSnapshot stream).
 func SnapshotSize(m Meta) int64 {
-	return int64(len(snapshotHeader(m))) + int64(m.StreamBytes) + int64(len(m.Sum)) + crc32.Size
+	return int64(len(snapshotHeader(m))) + int64(m.StreamBytes) + int64(m.Feed.StreamBytes) + int64(len(m.Sum)) + crc32.Size
 }
 
 // WriteSnapshot streams v in the current format.
@@ -69,21 +93,21 @@ func WriteSnapshot(w io.Writer, v View) error {
 	if _, err := bw.Write(snapshotHeader(m)); err != nil {
 		return fmt.Errorf("write snapshot header: %w", err)
 	}
-	var count uint64
-	var prefix [binary.MaxVarintLen64]byte
-	err := v.Records(func(enc []byte) error {
-		count++
-		if _, err := bw.Write(prefix[:binary.PutUvarint(prefix[:], uint64(len(enc)))]); err != nil {
-			return err
-		}
-		_, err := bw.Write(enc)
-		return err
-	})
+	count, err := writeLengthPrefixed(bw, v.Records)
 	if err != nil {
 		return fmt.Errorf("write snapshot record: %w", err)
 	}
 	if count != m.Records {
 		return fmt.Errorf("write snapshot: the store holds %d records, its metadata says %d", count, m.Records)
+	}
+	if snapshotVersionOf(m) == SnapshotVersion {
+		count, err := writeLengthPrefixed(bw, v.Events)
+		if err != nil {
+			return fmt.Errorf("write snapshot event: %w", err)
+		}
+		if count != m.Feed.Events {
+			return fmt.Errorf("write snapshot: the store holds %d events, its metadata says %d", count, m.Feed.Events)
+		}
 	}
 	if _, err := bw.Write(m.Sum[:]); err != nil {
 		return fmt.Errorf("write snapshot sum: %w", err)
@@ -95,6 +119,22 @@ func WriteSnapshot(w io.Writer, v View) error {
 		return fmt.Errorf("write snapshot checksum: %w", err)
 	}
 	return nil
+}
+
+// writeLengthPrefixed writes every item walk gives, each after its length,
+// and counts them.
+func writeLengthPrefixed(w io.Writer, walk func(func([]byte) error) error) (uint64, error) {
+	var count uint64
+	var prefix [binary.MaxVarintLen64]byte
+	err := walk(func(enc []byte) error {
+		count++
+		if _, err := w.Write(prefix[:binary.PutUvarint(prefix[:], uint64(len(enc)))]); err != nil {
+			return err
+		}
+		_, err := w.Write(enc)
+		return err
+	})
+	return count, err
 }
 
 // SnapshotInfo describes a stream ReadSnapshot read.
@@ -130,9 +170,10 @@ func ReadSnapshot(r io.Reader, b Builder, base Meta) (SnapshotInfo, error) {
 		return SnapshotInfo{}, err
 	}
 	meta := Meta{Applied: hdr.applied, Term: base.Term, Now: hdr.now, ConfigIndex: base.ConfigIndex, Config: base.Config}
-	if version == SnapshotVersion {
+	if version >= snapshotVersionNoFeed {
 		meta.Term = hdr.term
 	}
+	meta.Feed = FeedMeta{Seq: hdr.feed.Seq, PrunedThrough: hdr.feed.PrunedThrough, Total: hdr.feed.Total}
 	if meta.ConfigIndex == 0 && len(meta.Config) > 0 {
 		meta.ConfigIndex = meta.Applied // a configuration given without an index holds as of the snapshot
 	}
@@ -140,7 +181,10 @@ func ReadSnapshot(r io.Reader, b Builder, base Meta) (SnapshotInfo, error) {
 	if err := ld.records(tee, hdr.count, &meta); err != nil {
 		return SnapshotInfo{}, err
 	}
-	if version == SnapshotVersion {
+	if err := ld.events(tee, hdr.feed, &meta); err != nil {
+		return SnapshotInfo{}, err
+	}
+	if version >= snapshotVersionNoFeed {
 		var sum Sum
 		if _, err := io.ReadFull(tee, sum[:]); err != nil {
 			return SnapshotInfo{}, fmt.Errorf("read snapshot sum: %w", ErrTruncated)
@@ -173,6 +217,9 @@ func ReadSnapshot(r io.Reader, b Builder, base Meta) (SnapshotInfo, error) {
 type snapshotHeaderFields struct {
 	now                  int64
 	applied, term, count uint64
+	// feed holds, of a version 4 stream, the feed's numbering, the
+	// abandoned total and (in Events) the event count.
+	feed FeedMeta
 }
 
 func readHeader(r *hashingReader, version int) (snapshotHeaderFields, error) {
@@ -184,13 +231,24 @@ func readHeader(r *hashingReader, version int) (snapshotHeaderFields, error) {
 	if h.applied, err = binary.ReadUvarint(r); err != nil {
 		return h, fmt.Errorf("read snapshot applied index: %w", ErrTruncated)
 	}
-	if version == SnapshotVersion {
+	if version >= snapshotVersionNoFeed {
 		if h.term, err = binary.ReadUvarint(r); err != nil {
 			return h, fmt.Errorf("read snapshot term: %w", ErrTruncated)
 		}
 	}
 	if h.count, err = binary.ReadUvarint(r); err != nil {
 		return h, fmt.Errorf("read snapshot count: %w", ErrTruncated)
+	}
+	if version < SnapshotVersion {
+		return h, nil
+	}
+	for _, v := range [...]*uint64{&h.feed.Seq, &h.feed.PrunedThrough, &h.feed.Total, &h.feed.Events} {
+		if *v, err = binary.ReadUvarint(r); err != nil {
+			return h, fmt.Errorf("read snapshot feed: %w", ErrTruncated)
+		}
+	}
+	if h.feed.PrunedThrough > h.feed.Seq || h.feed.Events > h.feed.Seq-h.feed.PrunedThrough {
+		return h, fmt.Errorf("%w: snapshot feed: %d events after %d up to %d", ErrMalformed, h.feed.Events, h.feed.PrunedThrough, h.feed.Seq)
 	}
 	return h, nil
 }
@@ -246,6 +304,32 @@ func (ld *load) records(r *hashingReader, count uint64, meta *Meta) error {
 	return nil
 }
 
+// events feeds a version 4 stream's events to the builder, checking that
+// they are in order of number, after the pruned ones and up to the last.
+func (ld *load) events(r *hashingReader, feed FeedMeta, meta *Meta) error {
+	var buf []byte
+	prev := feed.PrunedThrough
+	for i := uint64(0); i < feed.Events; i++ {
+		enc, err := readItem(r, &buf)
+		if err != nil {
+			return fmt.Errorf("snapshot event %d of %d: %w", i, feed.Events, err)
+		}
+		ev, err := DecodeEvent(enc)
+		if err != nil {
+			return fmt.Errorf("snapshot event %d of %d: %w", i, feed.Events, err)
+		}
+		if ev.Seq <= prev || ev.Seq > feed.Seq {
+			return fmt.Errorf("%w: snapshot event %d numbered %d after %d (last %d)", ErrMalformed, i, ev.Seq, prev, feed.Seq)
+		}
+		if err := ld.b.PutEvent(ev.Seq, enc); err != nil {
+			return fmt.Errorf("store snapshot event %d: %w", i, err)
+		}
+		meta.accountEvent(enc, 1)
+		prev = ev.Seq
+	}
+	return nil
+}
+
 // check refuses a record out of the stream's order; in a version 2 stream,
 // ordered by expiry, a key given twice is found by asking the builder.
 func (ld *load) check(i uint64, key []byte, rec *Record) error {
@@ -271,21 +355,30 @@ func (ld *load) check(i uint64, key []byte, rec *Record) error {
 	return nil
 }
 
-// readRecord reads one length-prefixed record; enc aliases *buf.
-func readRecord(r *hashingReader, buf *[]byte) ([]byte, *Record, error) {
+// readItem reads one length-prefixed record or event; it aliases *buf.
+func readItem(r *hashingReader, buf *[]byte) ([]byte, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
-		return nil, nil, ErrTruncated
+		return nil, ErrTruncated
 	}
 	if n > maxSnapshotRecord {
-		return nil, nil, fmt.Errorf("%w: record of %d bytes", ErrMalformed, n)
+		return nil, fmt.Errorf("%w: item of %d bytes", ErrMalformed, n)
 	}
 	if uint64(cap(*buf)) < n {
 		*buf = make([]byte, n)
 	}
 	b := (*buf)[:n]
 	if _, err := io.ReadFull(r, b); err != nil {
-		return nil, nil, ErrTruncated
+		return nil, ErrTruncated
+	}
+	return b, nil
+}
+
+// readRecord reads one length-prefixed record; enc aliases *buf.
+func readRecord(r *hashingReader, buf *[]byte) ([]byte, *Record, error) {
+	b, err := readItem(r, buf)
+	if err != nil {
+		return nil, nil, err
 	}
 	rec, err := DecodeRecord(b)
 	if err != nil {

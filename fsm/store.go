@@ -25,6 +25,9 @@ type Store interface {
 	// each RecordChange names: when Expire next acts on the record) is at
 	// or before t, in (due time, key) order.
 	Due(t int64, limit int) ([][]byte, error)
+	// Events returns at most limit encoded events numbered above after, in
+	// order (the abandoned feed, abandon.go).
+	Events(after uint64, limit int) ([][]byte, error)
 	// NextExpiry returns the earliest due time of any record.
 	NextExpiry() (int64, bool, error)
 	// Meta returns the metadata of the last Commit, or of what was opened.
@@ -52,6 +55,9 @@ type View interface {
 	// Records calls fn with every encoded record in key order. fn must not
 	// keep enc after it returns.
 	Records(fn func(enc []byte) error) error
+	// Events calls fn with every encoded event in order of number. fn must
+	// not keep enc after it returns.
+	Events(fn func(enc []byte) error) error
 	// Close releases the view.
 	Close() error
 }
@@ -63,6 +69,8 @@ type Builder interface {
 	Has(key []byte) (bool, error)
 	// Put adds a record; enc is only valid during the call.
 	Put(key, enc []byte, expiresAt int64) error
+	// PutEvent adds an event; enc is only valid during the call.
+	PutEvent(seq uint64, enc []byte) error
 	// Finish writes the metadata and usage and makes the whole store durable.
 	Finish(m Meta, usage map[string]Usage) error
 	// Install makes the finished store the current one, durably (a crash
@@ -101,4 +109,12 @@ type Changes struct {
 	Meta    Meta
 	Records []RecordChange
 	Usage   []TenantUsage
+	Events  []EventChange
+}
+
+// EventChange adds the event numbered Seq (encoded as New) or, New nil,
+// prunes it.
+type EventChange struct {
+	Seq uint64
+	New []byte
 }

@@ -25,6 +25,8 @@ type tx struct {
 	usage map[string]Usage
 	// changed lists keys whose waiters to wake after the commit.
 	changed []RecordKey
+	// events are the feed's changes: events added, and (New nil) pruned.
+	events []EventChange
 }
 
 // txRecord is one key in a tx: what the store holds (orig, and its
@@ -86,6 +88,7 @@ func (t *tx) at(k RecordKey) (r *Record, live, tombstone bool) {
 func (t *tx) put(r *Record) {
 	e := t.record(r.RecordKey)
 	if e.cur != nil {
+		t.resolveAbandoned(e.cur, r)
 		t.count(e.cur, -1)
 	}
 	t.count(r, 1)
@@ -95,6 +98,7 @@ func (t *tx) put(r *Record) {
 func (t *tx) remove(k RecordKey) {
 	e := t.record(k)
 	if e.cur != nil {
+		t.resolveAbandoned(e.cur, nil)
 		t.count(e.cur, -1)
 		e.cur = nil
 	}
@@ -136,7 +140,7 @@ func (m *Machine) commit(t *tx) {
 	if t.meta.Applied == applied {
 		return
 	}
-	ch := &Changes{Records: t.recordChanges(), Usage: t.usageChanges()}
+	ch := &Changes{Records: t.recordChanges(), Usage: t.usageChanges(), Events: t.events}
 	ch.Meta = t.meta
 	if err := t.store.Commit(ch); err != nil {
 		panic(fmt.Sprintf("fsm: commit entries up to %d: %v", t.meta.Applied, err))
@@ -153,6 +157,9 @@ func (m *Machine) commit(t *tx) {
 	m.mu.Unlock()
 	for _, k := range t.changed {
 		m.watch.notify(k)
+	}
+	if len(t.events) > 0 {
+		m.feed.notify()
 	}
 }
 
@@ -183,21 +190,42 @@ func (t *tx) recordChanges() []RecordChange {
 func (m *Meta) account(r *Record, enc []byte, delta int) {
 	h := recordHash(enc)
 	size := uint64(streamRecordSize(len(enc)))
-	pending := uint64(0)
+	pending, abandoned := uint64(0), uint64(0)
 	if r.State == StatePending && !r.Tombstone {
 		pending = 1
+	}
+	if r.Abandoned != 0 {
+		abandoned = 1
 	}
 	if delta > 0 {
 		m.Sum.add(h)
 		m.Records++
 		m.Pending += pending
+		m.Feed.Abandoned += abandoned
 		m.StreamBytes += size
 		return
 	}
 	m.Sum.sub(h)
 	m.Records--
 	m.Pending -= pending
+	m.Feed.Abandoned -= abandoned
 	m.StreamBytes -= size
+}
+
+// accountEvent adds (delta 1) or removes (delta -1) an event, encoded as
+// enc, from the feed's counts, the Sum and the stream size.
+func (m *Meta) accountEvent(enc []byte, delta int) {
+	h := eventHash(enc)
+	size := uint64(streamRecordSize(len(enc)))
+	if delta > 0 {
+		m.Sum.add(h)
+		m.Feed.Events++
+		m.Feed.StreamBytes += size
+		return
+	}
+	m.Sum.sub(h)
+	m.Feed.Events--
+	m.Feed.StreamBytes -= size
 }
 
 // streamRecordSize is what a record of n encoded bytes takes in a snapshot

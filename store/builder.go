@@ -109,6 +109,15 @@ func (b *builder) Put(key, enc []byte, expiresAt int64) error {
 	return b.flushBatch()
 }
 
+// PutEvent adds an event of the feed; events go through batches.
+func (b *builder) PutEvent(seq uint64, enc []byte) error {
+	b.batch.Set(eventKey(seq), enc, nil)
+	if b.batch.Len() < batchBytes {
+		return nil
+	}
+	return b.flushBatch()
+}
+
 // tableSet adds a record to the table being written, starting a new one
 // when it is full.
 func (b *builder) tableSet(k, v []byte) error {

@@ -11,6 +11,7 @@ import (
 // the kind of key; records and the expiry index sort by fsm.AppendKey, so
 // the records walk in the snapshot stream's order.
 const (
+	prefixEvent  = 'e' // 'e' + seq (big-endian) → encoded fsm.Event
 	prefixFormat = 'f' // the store's format version
 	prefixMeta   = 'm' // fsm.Meta of the last commit
 	prefixRecord = 'r' // 'r' + key → encoded record
@@ -46,6 +47,10 @@ func parseExpiryKey(b []byte) (int64, []byte, error) {
 		return 0, nil, fmt.Errorf("expiry index key %x is malformed", b)
 	}
 	return int64(binary.BigEndian.Uint64(b[1:9]) ^ (1 << 63)), b[9:], nil
+}
+
+func eventKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{prefixEvent}, seq)
 }
 
 func usageKey(tenant string) []byte {

@@ -305,6 +305,22 @@ func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 	return out, err
 }
 
+// Events returns at most limit events numbered above after, in order.
+func (s *Store) Events(after uint64, limit int) ([][]byte, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(after + 1), UpperBound: prefixEnd(prefixEvent)})
+	if err != nil {
+		return nil, s.fail("read the feed", err)
+	}
+	var out [][]byte
+	for it.First(); it.Valid() && len(out) < limit; it.Next() {
+		out = append(out, bytes.Clone(it.Value()))
+	}
+	if err := it.Close(); err != nil {
+		return nil, s.fail("read the feed", err)
+	}
+	return out, nil
+}
+
 // NextExpiry returns the earliest expiry stored.
 func (s *Store) NextExpiry() (int64, bool, error) {
 	var next int64
@@ -404,6 +420,13 @@ func (s *Store) Commit(c *fsm.Changes) error {
 			continue
 		}
 		b.Set(usageKey(u.Tenant), encodeUsage(u.Usage), nil)
+	}
+	for _, ev := range c.Events {
+		if ev.New == nil {
+			b.Delete(eventKey(ev.Seq), nil)
+		} else {
+			b.Set(eventKey(ev.Seq), ev.New, nil)
+		}
 	}
 	meta, _ := c.Meta.MarshalBinary()
 	b.Set(metaKey, meta, nil)

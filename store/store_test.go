@@ -48,6 +48,7 @@ func (g *gen) command(t *rapid.T, top bool) *fsm.Command {
 		c.Fingerprint = rapid.SampledFrom(fps).Draw(t, "fp")
 		c.Lease, c.TTL = rapid.SampledFrom(leases).Draw(t, "lease"), rapid.SampledFrom(ttls).Draw(t, "ttl")
 		c.Quota = rapid.SampledFrom(quotas).Draw(t, "quota")
+		c.WatchAbandon = rapid.Bool().Draw(t, "watch")
 	case kind < 6:
 		c.Type, c.Token = fsm.TypeComplete, g.token(t)
 		c.Response = &fsm.Response{Status: 200, Body: rapid.SampledFrom(bodies).Draw(t, "body")}
@@ -84,7 +85,7 @@ func (g *gen) learn(res fsm.Result) {
 }
 
 func sameResult(a, b fsm.Result) bool {
-	if a.Outcome != b.Outcome || a.Expired != b.Expired || len(a.Batch) != len(b.Batch) || (a.Record == nil) != (b.Record == nil) {
+	if a.Outcome != b.Outcome || a.Expired != b.Expired || a.Abandoned != b.Abandoned || len(a.Batch) != len(b.Batch) || (a.Record == nil) != (b.Record == nil) {
 		return false
 	}
 	if a.Record != nil && !bytes.Equal(fsm.EncodeRecord(a.Record), fsm.EncodeRecord(b.Record)) {

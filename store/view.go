@@ -38,9 +38,18 @@ func (v *view) Meta() fsm.Meta { return v.meta }
 
 // Records walks the records in key order.
 func (v *view) Records(fn func(enc []byte) error) error {
-	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixRecord}, UpperBound: prefixEnd(prefixRecord)})
+	return v.walk(prefixRecord, "read records", fn)
+}
+
+// Events walks the feed's events in order of number.
+func (v *view) Events(fn func(enc []byte) error) error {
+	return v.walk(prefixEvent, "read the feed", fn)
+}
+
+func (v *view) walk(prefix byte, what string, fn func(enc []byte) error) error {
+	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: prefixEnd(prefix)})
 	if err != nil {
-		return v.s.fail("read records", err)
+		return v.s.fail(what, err)
 	}
 	for it.First(); it.Valid(); it.Next() {
 		if err := fn(it.Value()); err != nil {
@@ -49,7 +58,7 @@ func (v *view) Records(fn func(enc []byte) error) error {
 		}
 	}
 	if err := it.Close(); err != nil {
-		return v.s.fail("read records", err)
+		return v.s.fail(what, err)
 	}
 	return nil
 }

@@ -74,6 +74,9 @@ func newSynthetic(n, body int, now, ttl int64) *synthetic {
 func (s *synthetic) Meta() fsm.Meta { return s.meta }
 func (s *synthetic) Close() error   { return nil }
 
+// Events: a generated state has no abandoned feed.
+func (s *synthetic) Events(func(enc []byte) error) error { return nil }
+
 // Records generates record i with key "bench-key-…" (zero-padded, so key
 // order is i's order) and a body of pseudo-random bytes seeded by i, which
 // compresses no better than a real response would.
