@@ -84,7 +84,9 @@ func TestResolvedEvents(t *testing.T) {
 		want string
 	}{
 		"completed by the holder after all": {
-			then: func(h *harness, token uint64) { h.want(h.apply(complete("a", token, resp(200, "ok"), at(20))), OutcomeOK) },
+			then: func(h *harness, token uint64) {
+				h.want(h.apply(complete("a", token, resp(200, "ok"), at(20))), OutcomeOK)
+			},
 			want: "completed",
 		},
 		"released": {
@@ -317,7 +319,7 @@ func TestEventCodecRoundTrip(t *testing.T) {
 // it, marks set only by Expire, the counts equal to a recount.
 type feedCheck struct {
 	seen     uint64
-	now      int64 // FSM time before the step
+	now      int64                // FSM time before the step
 	open     map[uint64]RecordKey // abandoned events not resolved yet
 	resolved map[uint64]bool
 }
