@@ -41,6 +41,10 @@ var (
 	// leader, until the caller's deadline; the error also wraps the last
 	// gRPC status.
 	ErrUnavailable = errors.New("idemnode unavailable")
+	// ErrFeedPruned means events after the cursor given to WatchAbandoned
+	// were pruned before they were read: list the records abandoned now
+	// (ListAbandoned) and watch again from the oldest event kept (after 0).
+	ErrFeedPruned = errors.New("abandoned feed pruned past the cursor")
 )
 
 // InProgressError reports that another holder runs the operation.

@@ -17,6 +17,7 @@ const (
 	reasonTooManyWaits  = "TOO_MANY_WAITS"
 	reasonRateLimited   = "RATE_LIMITED"
 	reasonQuotaExceeded = "QUOTA_EXCEEDED"
+	reasonFeedPruned    = "FEED_PRUNED"
 )
 
 // attemptFunc sends one attempt over conn; wait is what is left of the
@@ -98,7 +99,7 @@ func retryable(ctx context.Context, err error) bool {
 // classify adds the SDK's sentinels to a final gRPC error.
 func classify(err error) error {
 	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.ResourceExhausted {
+	if !ok || (st.Code() != codes.ResourceExhausted && st.Code() != codes.OutOfRange) {
 		return err
 	}
 	for _, d := range st.Details() {
@@ -113,6 +114,8 @@ func classify(err error) error {
 			return fmt.Errorf("%w: %w", ErrRateLimited, err)
 		case reasonQuotaExceeded:
 			return fmt.Errorf("%w: %w", ErrQuotaExceeded, err)
+		case reasonFeedPruned:
+			return fmt.Errorf("%w: %w", ErrFeedPruned, err)
 		}
 	}
 	return err

@@ -85,6 +85,12 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 			func() float64 { p, _ := n.Machine().Counts(); return float64(p) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_records_completed", Help: "Stored COMPLETED records, and tombstones."},
 			func() float64 { _, c := n.Machine().Counts(); return float64(c) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_abandoned_records",
+			Help: "PENDING records abandoned now: their lease ran out without a completion or release (idemnode abandoned)."},
+			func() float64 { return float64(n.Machine().Meta().Feed.Abandoned) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "idemnode_claims_abandoned_total",
+			Help: "Claims whose lease ran out without a completion or release, as the replicated state counts them."},
+			func() float64 { return float64(n.Machine().Meta().Feed.Total) }),
 	}
 	collectors = append(collectors, store.NewCollector(func() *store.Store {
 		s, _ := n.Machine().Store().(*store.Store)

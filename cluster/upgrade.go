@@ -23,25 +23,32 @@ func (n *Node) withinLevel(c *fsm.Command) (*fsm.Command, error) {
 }
 
 // fitLevel returns c if every voter applies its level (applies returns nil
-// for it). Otherwise a Claim or Complete is proposed without its tombstone
-// time, and withheld says why: that time is a setting of the cluster, not
-// the caller's operation, and refusing a Complete after the side effect
-// ran would leave its response unstored. A Checkpoint has no such
-// fallback and is refused (ErrUpgrading).
+// for it). Otherwise it drops what needs the newer level, as long as the
+// operation stays the caller's: a Claim goes out without watching for
+// abandonment (level 3), and a Claim or Complete without its tombstone time
+// (level 2), and withheld says why the tombstone time was dropped. Both are
+// settings of the cluster, not the caller's operation, and refusing a
+// Complete after the side effect ran would leave its response unstored. A
+// Checkpoint has no such fallback and is refused (ErrUpgrading).
 func fitLevel(c *fsm.Command, applies func(level int) error) (fitted *fsm.Command, withheld, err error) {
-	level := fsm.LevelOf(c)
-	if level <= fsm.BaseLevel {
-		return c, nil, nil
-	}
-	if err := applies(level); err != nil {
-		if c.Type != fsm.TypeClaim && c.Type != fsm.TypeComplete {
-			return nil, nil, err
+	fitted = c
+	for level := fsm.LevelOf(c); level > fsm.BaseLevel; level = fsm.LevelOf(fitted) {
+		why := applies(level)
+		if why == nil {
+			break
 		}
-		plain := *c
-		plain.Tombstone = 0
-		return &plain, err, nil
+		plain := *fitted
+		switch {
+		case level == 3 && plain.WatchAbandon:
+			plain.WatchAbandon = false
+		case level == 2 && plain.Tombstone > 0 && (c.Type == fsm.TypeClaim || c.Type == fsm.TypeComplete):
+			plain.Tombstone, withheld = 0, why
+		default:
+			return nil, nil, why
+		}
+		fitted = &plain
 	}
-	return c, nil, nil
+	return fitted, withheld, nil
 }
 
 // warnWithheld logs, at most once a minute, that tombstone times are

@@ -65,6 +65,23 @@ func TestFitLevel(t *testing.T) {
 	if _, _, err := fitLevel(cp, older); !errors.Is(err, ErrUpgrading) {
 		t.Fatalf("checkpoint with an older voter: %v, want ErrUpgrading", err)
 	}
+	// A voter that applies level 2 but not 3: the claim keeps its
+	// tombstone time and goes out without watching for abandonment.
+	level2 := func(level int) error {
+		if level > 2 {
+			return ErrUpgrading
+		}
+		return nil
+	}
+	watching := &fsm.Command{Type: fsm.TypeClaim, Owner: "o", Tombstone: int64(time.Hour), WatchAbandon: true}
+	fitted, withheld, err = fitLevel(watching, level2)
+	if err != nil || withheld != nil || fitted.WatchAbandon || fitted.Tombstone == 0 || !watching.WatchAbandon {
+		t.Fatalf("watching claim with a level-2 voter: %+v, withheld %v, err %v", fitted, withheld, err)
+	}
+	fitted, withheld, err = fitLevel(watching, older)
+	if err != nil || withheld == nil || fitted.WatchAbandon || fitted.Tombstone != 0 {
+		t.Fatalf("watching claim with an older voter: %+v, withheld %v, err %v", fitted, withheld, err)
+	}
 	plain := &fsm.Command{Type: fsm.TypeComplete}
 	if fitted, _, err := fitLevel(plain, func(int) error { t.Fatal("base commands need no check"); return nil }); err != nil || fitted != plain {
 		t.Fatalf("plain complete: %+v %v", fitted, err)

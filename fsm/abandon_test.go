@@ -186,7 +186,14 @@ func TestEventsArePrunedAfterTheirRecord(t *testing.T) {
 	h.apply(expire(10, at(500)))
 	wantEvents(t, h.m, 0, "2 abandoned b", "3 resolved a expired of 1")
 	h.apply(expire(10, at(1000))) // b expires: 4 resolved b
+	// No record is left, but the events are: Expire is due to prune them.
+	if next, ok := h.m.NextExpiry(); !ok || next != at(1010) {
+		t.Fatalf("next expiry %d %v, want event 2's KeepUntil %d", next, ok, at(1010))
+	}
 	h.apply(expire(10, at(3000)))
+	if next, ok := h.m.NextExpiry(); ok {
+		t.Fatalf("next expiry %d with nothing left", next)
+	}
 	wantEvents(t, h.m, 0)
 	if f := h.m.Meta().Feed; f.PrunedThrough != 4 || f.Events != 0 || f.StreamBytes != 0 {
 		t.Fatalf("feed %+v", f)

@@ -206,8 +206,9 @@ func (m *Machine) Meta() Meta {
 	return m.meta
 }
 
-// NextExpiry returns the earliest ExpiresAt of any stored record, so the
-// leader proposes Expire only when there is something to expire.
+// NextExpiry returns when Expire next has work: the earliest due time of any
+// stored record, or when the feed's oldest event can be pruned. The leader
+// proposes Expire only then.
 func (m *Machine) NextExpiry() (int64, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -215,7 +216,33 @@ func (m *Machine) NextExpiry() (int64, bool) {
 	if err != nil {
 		panic(fmt.Sprintf("fsm: read the expiry index: %v", err))
 	}
+	if prune, due := m.nextPrune(); due && (!ok || prune < at) {
+		return prune, true
+	}
 	return at, ok
+}
+
+// nextPrune is when Expire can next prune the feed's oldest event; the
+// caller holds mu. An event that is still a record's mark waits for that
+// record, whose own due time brings the Expire that settles it.
+func (m *Machine) nextPrune() (int64, bool) {
+	if m.meta.Feed.Events == 0 {
+		return 0, false
+	}
+	encs, err := m.store.Events(m.meta.Feed.PrunedThrough, 1)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: read the feed: %v", err))
+	}
+	if len(encs) == 0 {
+		return 0, false
+	}
+	ev := mustEvent(encs[0])
+	if ev.Kind == EventAbandoned {
+		if r := mustRecord(m.store.Get(EncodeKey(ev.RecordKey))); r != nil && r.Abandoned == ev.Seq {
+			return 0, false
+		}
+	}
+	return ev.KeepUntil, true
 }
 
 // Digest returns the state digest (DigestVersion) as of the last applied command.
@@ -273,6 +300,7 @@ func (m *Machine) Install(b Builder) error {
 		return err
 	}
 	m.watch.notifyAll()
+	m.feed.notify() // the feed may have moved on, or been pruned past a reader
 	// The new store is in place: a failure to close the old one changes
 	// nothing of the state (a disk fault there reaches the store's own
 	// fault handler), so the install stands.

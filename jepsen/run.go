@@ -187,7 +187,12 @@ func setupFaults(cfg config, c *procCluster, res *runResult, logf func(string, .
 	return kept, nil
 }
 
-// runLoad runs the clients and the nemesis for the configured duration.
+// feedWatchers follow the abandoned feed beside the clients (watcher.go):
+// two, so the checker can compare what two nodes' feeds said.
+const feedWatchers = 2
+
+// runLoad runs the clients, the feed's watchers and the nemesis for the
+// configured duration.
 func runLoad(ctx context.Context, cfg config, c *procCluster, chosen []fault, keys *keySpace,
 	hist, faultLog *history.Writer, clock func() int64, res *runResult, logf func(string, ...any)) {
 	loadCtx, cancel := context.WithTimeout(ctx, cfg.duration)
@@ -197,6 +202,12 @@ func runLoad(ctx context.Context, cfg config, c *procCluster, chosen []fault, ke
 	for p := range cfg.clients {
 		w := &worker{process: p, node: c.nodes[p%len(c.nodes)], keys: keys, hist: hist, clock: clock,
 			minTTL: cfg.minTTL, opSeq: &opSeq, rng: rand.New(rand.NewPCG(cfg.seed, uint64(p)+1))}
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run(loadCtx) }()
+	}
+	for i := range feedWatchers {
+		w := &watcher{process: cfg.clients + i, nodes: c.nodes, hist: hist, clock: clock,
+			rng: rand.New(rand.NewPCG(cfg.seed, uint64(cfg.clients+i)+1))}
 		wg.Add(1)
 		go func() { defer wg.Done(); w.run(loadCtx) }()
 	}

@@ -104,6 +104,7 @@ func toStatus(err error, log *slog.Logger) error {
 	var tooMany *tooManyWaits
 	var denied *authError
 	var limited *retryLater
+	var pruned *errPruned
 	switch {
 	case err == nil:
 		return nil
@@ -117,6 +118,9 @@ func toStatus(err error, log *slog.Logger) error {
 			map[string]string{"scope": tooMany.scope, "limit": strconv.Itoa(tooMany.limit)})
 	case errors.As(err, &inv):
 		return InvalidFieldError(inv.field, inv.limit, inv.msg)
+	case errors.As(err, &pruned):
+		return withInfo(codes.OutOfRange, ReasonFeedPruned, pruned.Error(),
+			map[string]string{"pruned_through": strconv.FormatUint(pruned.pruned, 10)})
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):

@@ -139,7 +139,8 @@ func (l Limits) claim(req *idempb.ClaimRequest) (*fsm.Command, time.Duration, er
 		return nil, 0, err
 	}
 	return &fsm.Command{Type: fsm.TypeClaim, Key: key, Fingerprint: req.GetFingerprint(),
-		Owner: req.GetOwner(), Lease: int64(lease), TTL: int64(ttl), Quota: l.quota(), Tombstone: l.tombstone()}, wait, nil
+		Owner: req.GetOwner(), Lease: int64(lease), TTL: int64(ttl), Quota: l.quota(), Tombstone: l.tombstone(),
+		WatchAbandon: true}, wait, nil
 }
 
 func (l Limits) complete(req *idempb.CompleteRequest) (*fsm.Command, error) {

@@ -248,7 +248,7 @@ func (c *clientFlags) callForOutcome(ctx context.Context, call func(context.Cont
 }
 
 func addClientCommands(root *cobra.Command) {
-	root.AddCommand(newClaimCmd(), newCompleteCmd(), newReleaseCmd(), newExtendCmd(), newCheckpointCmd(),
+	root.AddCommand(newClaimCmd(), newCompleteCmd(), newReleaseCmd(), newExtendCmd(), newCheckpointCmd(), newAbandonedCmd(),
 		newGetCmd(), newWaitCmd(), newStatusCmd(), newMembersCmd(), newRemoveMemberCmd(), newTransferLeadershipCmd(), newSnapshotCmd())
 	withExitCodes(root)
 }

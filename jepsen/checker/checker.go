@@ -1,7 +1,7 @@
 // Package checker decides whether a jepsen history of idemnode is correct.
 //
 // Check reads the parsed history (history.jsonl) and the nemesis log
-// (nemesis.jsonl) and runs five checkers, each reporting anomalies of stable
+// (nemesis.jsonl) and runs six checkers, each reporting anomalies of stable
 // kinds (the Kind constants below):
 //
 //   - one-winner: one owner per token; grant times follow token order; a
@@ -17,6 +17,9 @@
 //     before it began (stale-read).
 //   - linearizability: per key, porcupine with a nondeterministic model of
 //     the record (see model.go).
+//   - feed: the watchers of the abandoned feed were handed every event
+//     once, in order, the same under one number on every node, with
+//     resolutions that settle an earlier abandonment once (feed.go).
 //
 // Every checker is sound by construction: it flags only what no correct
 // execution of the state machine (fsm/apply.go) can produce, and where the
@@ -145,6 +148,7 @@ func Check(events []history.Event, faults []history.Fault, opts Options) Report 
 		add(checkStaleReads(k))
 		add(checkCompletions(k))
 	}
+	add(checkFeed(events, h))
 	lost, warn := checkFinal(h)
 	add(lost)
 	rep.Warnings = append(rep.Warnings, warn...)

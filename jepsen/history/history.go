@@ -41,6 +41,15 @@ const (
 	// FFinalStatus is one node's status after convergence: AppliedIndex,
 	// Digest and FSMTime are set.
 	FFinalStatus = "final-status"
+	// FFeed is one event of the abandoned feed as a watcher was handed it
+	// (Seq, FeedKind, Resolution, Resolves, Key, RecToken, Attempt,
+	// RecPoint, LeaseExpiresAt, FSMTime: the event's time). A watcher's
+	// events are its Process's lines in order.
+	FFeed = "feed"
+	// FFeedPruned: the node refused the watcher's cursor (Seq) because the
+	// events after it were pruned; the watcher starts again from the oldest
+	// event kept, so a gap before its next event is expected.
+	FFeedPruned = "feed-pruned"
 )
 
 // Event is one line of history.jsonl. An invocation and its completion
@@ -80,6 +89,12 @@ type Event struct {
 	LeaseExpiresAt int64  `json:"lease_expires_at,omitempty"`
 	ExpiresAt      int64  `json:"expires_at,omitempty"`
 	Error          string `json:"error,omitempty"`
+
+	// The abandoned feed (FFeed, FFeedPruned).
+	Seq        uint64 `json:"seq,omitempty"`
+	FeedKind   string `json:"feed_kind,omitempty"`  // abandoned or resolved
+	Resolution string `json:"resolution,omitempty"` // completed, released, taken_over, expired
+	Resolves   uint64 `json:"resolves,omitempty"`
 
 	// Final status (FFinalStatus only).
 	AppliedIndex uint64 `json:"applied_index,omitempty"`

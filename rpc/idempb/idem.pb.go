@@ -206,6 +206,118 @@ func (Consistency) EnumDescriptor() ([]byte, []int) {
 	return file_idem_proto_rawDescGZIP(), []int{2}
 }
 
+type AbandonedEvent_Kind int32
+
+const (
+	AbandonedEvent_KIND_UNSPECIFIED AbandonedEvent_Kind = 0
+	// ABANDONED: the record's lease ran out while it was PENDING, without
+	// a completion or release. Whether the side effect ran is unknown.
+	AbandonedEvent_KIND_ABANDONED AbandonedEvent_Kind = 1
+	// RESOLVED: a record reported abandoned was settled; resolution says
+	// how and resolves_seq which ABANDONED event it settles.
+	AbandonedEvent_KIND_RESOLVED AbandonedEvent_Kind = 2
+)
+
+// Enum value maps for AbandonedEvent_Kind.
+var (
+	AbandonedEvent_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "KIND_ABANDONED",
+		2: "KIND_RESOLVED",
+	}
+	AbandonedEvent_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"KIND_ABANDONED":   1,
+		"KIND_RESOLVED":    2,
+	}
+)
+
+func (x AbandonedEvent_Kind) Enum() *AbandonedEvent_Kind {
+	p := new(AbandonedEvent_Kind)
+	*p = x
+	return p
+}
+
+func (x AbandonedEvent_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AbandonedEvent_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_proto_enumTypes[3].Descriptor()
+}
+
+func (AbandonedEvent_Kind) Type() protoreflect.EnumType {
+	return &file_idem_proto_enumTypes[3]
+}
+
+func (x AbandonedEvent_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AbandonedEvent_Kind.Descriptor instead.
+func (AbandonedEvent_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{19, 0}
+}
+
+type AbandonedEvent_Resolution int32
+
+const (
+	AbandonedEvent_RESOLUTION_UNSPECIFIED AbandonedEvent_Resolution = 0
+	// COMPLETED: its holder completed it after all.
+	AbandonedEvent_RESOLUTION_COMPLETED AbandonedEvent_Resolution = 1
+	// RELEASED: its holder released it (or gave it up at its recovery point).
+	AbandonedEvent_RESOLUTION_RELEASED AbandonedEvent_Resolution = 2
+	// TAKEN_OVER: a new claim took it over (token and attempt are the new holder's).
+	AbandonedEvent_RESOLUTION_TAKEN_OVER AbandonedEvent_Resolution = 3
+	// EXPIRED: its TTL ran out while it was PENDING.
+	AbandonedEvent_RESOLUTION_EXPIRED AbandonedEvent_Resolution = 4
+)
+
+// Enum value maps for AbandonedEvent_Resolution.
+var (
+	AbandonedEvent_Resolution_name = map[int32]string{
+		0: "RESOLUTION_UNSPECIFIED",
+		1: "RESOLUTION_COMPLETED",
+		2: "RESOLUTION_RELEASED",
+		3: "RESOLUTION_TAKEN_OVER",
+		4: "RESOLUTION_EXPIRED",
+	}
+	AbandonedEvent_Resolution_value = map[string]int32{
+		"RESOLUTION_UNSPECIFIED": 0,
+		"RESOLUTION_COMPLETED":   1,
+		"RESOLUTION_RELEASED":    2,
+		"RESOLUTION_TAKEN_OVER":  3,
+		"RESOLUTION_EXPIRED":     4,
+	}
+)
+
+func (x AbandonedEvent_Resolution) Enum() *AbandonedEvent_Resolution {
+	p := new(AbandonedEvent_Resolution)
+	*p = x
+	return p
+}
+
+func (x AbandonedEvent_Resolution) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AbandonedEvent_Resolution) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_proto_enumTypes[4].Descriptor()
+}
+
+func (AbandonedEvent_Resolution) Type() protoreflect.EnumType {
+	return &file_idem_proto_enumTypes[4]
+}
+
+func (x AbandonedEvent_Resolution) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AbandonedEvent_Resolution.Descriptor instead.
+func (AbandonedEvent_Resolution) EnumDescriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{19, 1}
+}
+
 // RecordId addresses a record. tenant: 0-128 bytes of printable ASCII
 // without spaces (empty: the default tenant; with authentication on, the
 // server derives it from the caller's credentials). scope: 0-256 bytes of
@@ -1409,6 +1521,364 @@ func (x *WaitResponse) GetRecord() *Record {
 	return nil
 }
 
+// AbandonedEvent is one event of the feed of abandoned claims (docs/API.md,
+// "Abandoned claims"). Every event of the cluster has its own seq, in one
+// increasing sequence that every node numbers alike.
+type AbandonedEvent struct {
+	state       protoimpl.MessageState    `protogen:"open.v1"`
+	Seq         uint64                    `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Kind        AbandonedEvent_Kind       `protobuf:"varint,2,opt,name=kind,proto3,enum=idem.v1.AbandonedEvent_Kind" json:"kind,omitempty"`
+	Resolution  AbandonedEvent_Resolution `protobuf:"varint,3,opt,name=resolution,proto3,enum=idem.v1.AbandonedEvent_Resolution" json:"resolution,omitempty"`
+	ResolvesSeq uint64                    `protobuf:"varint,4,opt,name=resolves_seq,json=resolvesSeq,proto3" json:"resolves_seq,omitempty"`
+	Id          *RecordId                 `protobuf:"bytes,5,opt,name=id,proto3" json:"id,omitempty"`
+	Token       uint64                    `protobuf:"varint,6,opt,name=token,proto3" json:"token,omitempty"`
+	Attempt     uint32                    `protobuf:"varint,7,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// recovery_point is the record's last recovery point, empty when none.
+	RecoveryPoint  string                 `protobuf:"bytes,8,opt,name=recovery_point,json=recoveryPoint,proto3" json:"recovery_point,omitempty"`
+	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
+	// at is the FSM time of the event.
+	At *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=at,proto3" json:"at,omitempty"`
+	// keep_until: the event is kept at least until then.
+	KeepUntil     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=keep_until,json=keepUntil,proto3" json:"keep_until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbandonedEvent) Reset() {
+	*x = AbandonedEvent{}
+	mi := &file_idem_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbandonedEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbandonedEvent) ProtoMessage() {}
+
+func (x *AbandonedEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbandonedEvent.ProtoReflect.Descriptor instead.
+func (*AbandonedEvent) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AbandonedEvent) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AbandonedEvent) GetKind() AbandonedEvent_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return AbandonedEvent_KIND_UNSPECIFIED
+}
+
+func (x *AbandonedEvent) GetResolution() AbandonedEvent_Resolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return AbandonedEvent_RESOLUTION_UNSPECIFIED
+}
+
+func (x *AbandonedEvent) GetResolvesSeq() uint64 {
+	if x != nil {
+		return x.ResolvesSeq
+	}
+	return 0
+}
+
+func (x *AbandonedEvent) GetId() *RecordId {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *AbandonedEvent) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *AbandonedEvent) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *AbandonedEvent) GetRecoveryPoint() string {
+	if x != nil {
+		return x.RecoveryPoint
+	}
+	return ""
+}
+
+func (x *AbandonedEvent) GetLeaseExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseExpiresAt
+	}
+	return nil
+}
+
+func (x *AbandonedEvent) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *AbandonedEvent) GetKeepUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.KeepUntil
+	}
+	return nil
+}
+
+// WatchAbandonedRequest: tenant empty is the caller's, "*" every tenant
+// (an admin identity). after_seq is the cursor: the stream starts with the
+// first event numbered above it (0: the oldest event kept).
+type WatchAbandonedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	AfterSeq      uint64                 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchAbandonedRequest) Reset() {
+	*x = WatchAbandonedRequest{}
+	mi := &file_idem_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchAbandonedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchAbandonedRequest) ProtoMessage() {}
+
+func (x *WatchAbandonedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchAbandonedRequest.ProtoReflect.Descriptor instead.
+func (*WatchAbandonedRequest) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *WatchAbandonedRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *WatchAbandonedRequest) GetAfterSeq() uint64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+// WatchAbandonedResponse carries events in increasing seq, and
+// caught_up_seq: every event the stream is for numbered up to it has been
+// sent. Save caught_up_seq as the cursor (even when events is empty): a
+// stream resumed with after_seq = caught_up_seq misses none and repeats none.
+type WatchAbandonedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*AbandonedEvent      `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	CaughtUpSeq   uint64                 `protobuf:"varint,2,opt,name=caught_up_seq,json=caughtUpSeq,proto3" json:"caught_up_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchAbandonedResponse) Reset() {
+	*x = WatchAbandonedResponse{}
+	mi := &file_idem_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchAbandonedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchAbandonedResponse) ProtoMessage() {}
+
+func (x *WatchAbandonedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchAbandonedResponse.ProtoReflect.Descriptor instead.
+func (*WatchAbandonedResponse) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *WatchAbandonedResponse) GetEvents() []*AbandonedEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *WatchAbandonedResponse) GetCaughtUpSeq() uint64 {
+	if x != nil {
+		return x.CaughtUpSeq
+	}
+	return 0
+}
+
+// ListAbandonedRequest pages through the records abandoned now (tenant as
+// in WatchAbandonedRequest); after_seq is the previous page's next_after_seq.
+type ListAbandonedRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Tenant   string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	AfterSeq uint64                 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	// page_size: at most this many records (default 100, at most 1000).
+	PageSize      uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAbandonedRequest) Reset() {
+	*x = ListAbandonedRequest{}
+	mi := &file_idem_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAbandonedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAbandonedRequest) ProtoMessage() {}
+
+func (x *ListAbandonedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAbandonedRequest.ProtoReflect.Descriptor instead.
+func (*ListAbandonedRequest) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ListAbandonedRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ListAbandonedRequest) GetAfterSeq() uint64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+func (x *ListAbandonedRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// ListAbandonedResponse: each record abandoned now, as the ABANDONED event
+// that reported it; next_after_seq is 0 on the last page.
+type ListAbandonedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Records       []*AbandonedEvent      `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	NextAfterSeq  uint64                 `protobuf:"varint,2,opt,name=next_after_seq,json=nextAfterSeq,proto3" json:"next_after_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAbandonedResponse) Reset() {
+	*x = ListAbandonedResponse{}
+	mi := &file_idem_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAbandonedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAbandonedResponse) ProtoMessage() {}
+
+func (x *ListAbandonedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAbandonedResponse.ProtoReflect.Descriptor instead.
+func (*ListAbandonedResponse) Descriptor() ([]byte, []int) {
+	return file_idem_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListAbandonedResponse) GetRecords() []*AbandonedEvent {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *ListAbandonedResponse) GetNextAfterSeq() uint64 {
+	if x != nil {
+		return x.NextAfterSeq
+	}
+	return 0
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1417,7 +1887,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_idem_proto_msgTypes[19]
+	mi := &file_idem_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1899,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[19]
+	mi := &file_idem_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1912,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{19}
+	return file_idem_proto_rawDescGZIP(), []int{24}
 }
 
 type StatusResponse struct {
@@ -1465,7 +1935,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_idem_proto_msgTypes[20]
+	mi := &file_idem_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1947,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[20]
+	mi := &file_idem_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1960,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{20}
+	return file_idem_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -1571,7 +2041,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_idem_proto_msgTypes[21]
+	mi := &file_idem_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +2053,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[21]
+	mi := &file_idem_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +2066,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{21}
+	return file_idem_proto_rawDescGZIP(), []int{26}
 }
 
 // Member is a server as gossip sees it.
@@ -1614,7 +2084,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_idem_proto_msgTypes[22]
+	mi := &file_idem_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +2096,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[22]
+	mi := &file_idem_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +2109,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{22}
+	return file_idem_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Member) GetId() string {
@@ -1689,7 +2159,7 @@ type RaftServer struct {
 
 func (x *RaftServer) Reset() {
 	*x = RaftServer{}
-	mi := &file_idem_proto_msgTypes[23]
+	mi := &file_idem_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +2171,7 @@ func (x *RaftServer) String() string {
 func (*RaftServer) ProtoMessage() {}
 
 func (x *RaftServer) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[23]
+	mi := &file_idem_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +2184,7 @@ func (x *RaftServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftServer.ProtoReflect.Descriptor instead.
 func (*RaftServer) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{23}
+	return file_idem_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RaftServer) GetId() string {
@@ -1748,7 +2218,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_idem_proto_msgTypes[24]
+	mi := &file_idem_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +2230,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[24]
+	mi := &file_idem_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +2243,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{24}
+	return file_idem_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -1799,7 +2269,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_idem_proto_msgTypes[25]
+	mi := &file_idem_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +2281,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[25]
+	mi := &file_idem_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +2294,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{25}
+	return file_idem_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -1842,7 +2312,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_idem_proto_msgTypes[26]
+	mi := &file_idem_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +2324,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[26]
+	mi := &file_idem_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +2337,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{26}
+	return file_idem_proto_rawDescGZIP(), []int{31}
 }
 
 type TransferLeadershipRequest struct {
@@ -1880,7 +2350,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_idem_proto_msgTypes[27]
+	mi := &file_idem_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +2362,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[27]
+	mi := &file_idem_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +2375,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{27}
+	return file_idem_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TransferLeadershipRequest) GetId() string {
@@ -1923,7 +2393,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_idem_proto_msgTypes[28]
+	mi := &file_idem_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +2405,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[28]
+	mi := &file_idem_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +2418,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{28}
+	return file_idem_proto_rawDescGZIP(), []int{33}
 }
 
 type SnapshotRequest struct {
@@ -1959,7 +2429,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_idem_proto_msgTypes[29]
+	mi := &file_idem_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2441,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[29]
+	mi := &file_idem_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2454,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{29}
+	return file_idem_proto_rawDescGZIP(), []int{34}
 }
 
 // SnapshotChunk streams a backup: data chunks in order, and the last message
@@ -1999,7 +2469,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_idem_proto_msgTypes[30]
+	mi := &file_idem_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2011,7 +2481,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[30]
+	mi := &file_idem_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2024,7 +2494,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{30}
+	return file_idem_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -2056,7 +2526,7 @@ type SnapshotSummary struct {
 
 func (x *SnapshotSummary) Reset() {
 	*x = SnapshotSummary{}
-	mi := &file_idem_proto_msgTypes[31]
+	mi := &file_idem_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2068,7 +2538,7 @@ func (x *SnapshotSummary) String() string {
 func (*SnapshotSummary) ProtoMessage() {}
 
 func (x *SnapshotSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_idem_proto_msgTypes[31]
+	mi := &file_idem_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2081,7 +2551,7 @@ func (x *SnapshotSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSummary.ProtoReflect.Descriptor instead.
 func (*SnapshotSummary) Descriptor() ([]byte, []int) {
-	return file_idem_proto_rawDescGZIP(), []int{31}
+	return file_idem_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SnapshotSummary) GetSha256() string {
@@ -2209,7 +2679,47 @@ const file_idem_proto_rawDesc = "" +
 	"\vconsistency\x18\x03 \x01(\x0e2\x14.idem.v1.ConsistencyR\vconsistency\"c\n" +
 	"\fWaitResponse\x12*\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x10.idem.v1.OutcomeR\aoutcome\x12'\n" +
-	"\x06record\x18\x02 \x01(\v2\x0f.idem.v1.RecordR\x06record\"\x0f\n" +
+	"\x06record\x18\x02 \x01(\v2\x0f.idem.v1.RecordR\x06record\"\xb8\x05\n" +
+	"\x0eAbandonedEvent\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x120\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1c.idem.v1.AbandonedEvent.KindR\x04kind\x12B\n" +
+	"\n" +
+	"resolution\x18\x03 \x01(\x0e2\".idem.v1.AbandonedEvent.ResolutionR\n" +
+	"resolution\x12!\n" +
+	"\fresolves_seq\x18\x04 \x01(\x04R\vresolvesSeq\x12!\n" +
+	"\x02id\x18\x05 \x01(\v2\x11.idem.v1.RecordIdR\x02id\x12\x14\n" +
+	"\x05token\x18\x06 \x01(\x04R\x05token\x12\x18\n" +
+	"\aattempt\x18\a \x01(\rR\aattempt\x12%\n" +
+	"\x0erecovery_point\x18\b \x01(\tR\rrecoveryPoint\x12D\n" +
+	"\x10lease_expires_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12*\n" +
+	"\x02at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x129\n" +
+	"\n" +
+	"keep_until\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tkeepUntil\"C\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eKIND_ABANDONED\x10\x01\x12\x11\n" +
+	"\rKIND_RESOLVED\x10\x02\"\x8e\x01\n" +
+	"\n" +
+	"Resolution\x12\x1a\n" +
+	"\x16RESOLUTION_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14RESOLUTION_COMPLETED\x10\x01\x12\x17\n" +
+	"\x13RESOLUTION_RELEASED\x10\x02\x12\x19\n" +
+	"\x15RESOLUTION_TAKEN_OVER\x10\x03\x12\x16\n" +
+	"\x12RESOLUTION_EXPIRED\x10\x04\"L\n" +
+	"\x15WatchAbandonedRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tafter_seq\x18\x02 \x01(\x04R\bafterSeq\"m\n" +
+	"\x16WatchAbandonedResponse\x12/\n" +
+	"\x06events\x18\x01 \x03(\v2\x17.idem.v1.AbandonedEventR\x06events\x12\"\n" +
+	"\rcaught_up_seq\x18\x02 \x01(\x04R\vcaughtUpSeq\"h\n" +
+	"\x14ListAbandonedRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tafter_seq\x18\x02 \x01(\x04R\bafterSeq\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\rR\bpageSize\"p\n" +
+	"\x15ListAbandonedResponse\x121\n" +
+	"\arecords\x18\x01 \x03(\v2\x17.idem.v1.AbandonedEventR\arecords\x12$\n" +
+	"\x0enext_after_seq\x18\x02 \x01(\x04R\fnextAfterSeq\"\x0f\n" +
 	"\rStatusRequest\"\xc2\x02\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
@@ -2274,7 +2784,7 @@ const file_idem_proto_rawDesc = "" +
 	"\rSTATE_EXPIRED\x10\x03*B\n" +
 	"\vConsistency\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x012\xad\x03\n" +
+	"\x11CONSISTENCY_STALE\x10\x012\xd2\x04\n" +
 	"\vIdempotency\x126\n" +
 	"\x05Claim\x12\x15.idem.v1.ClaimRequest\x1a\x16.idem.v1.ClaimResponse\x12?\n" +
 	"\bComplete\x12\x18.idem.v1.CompleteRequest\x1a\x19.idem.v1.CompleteResponse\x12<\n" +
@@ -2283,7 +2793,9 @@ const file_idem_proto_rawDesc = "" +
 	"\x03Get\x12\x13.idem.v1.GetRequest\x1a\x14.idem.v1.GetResponse\x123\n" +
 	"\x04Wait\x12\x14.idem.v1.WaitRequest\x1a\x15.idem.v1.WaitResponse\x12E\n" +
 	"\n" +
-	"Checkpoint\x12\x1a.idem.v1.CheckpointRequest\x1a\x1b.idem.v1.CheckpointResponse2\xec\x02\n" +
+	"Checkpoint\x12\x1a.idem.v1.CheckpointRequest\x1a\x1b.idem.v1.CheckpointResponse\x12S\n" +
+	"\x0eWatchAbandoned\x12\x1e.idem.v1.WatchAbandonedRequest\x1a\x1f.idem.v1.WatchAbandonedResponse0\x01\x12N\n" +
+	"\rListAbandoned\x12\x1d.idem.v1.ListAbandonedRequest\x1a\x1e.idem.v1.ListAbandonedResponse2\xec\x02\n" +
 	"\x05Admin\x129\n" +
 	"\x06Status\x12\x16.idem.v1.StatusRequest\x1a\x17.idem.v1.StatusResponse\x12<\n" +
 	"\aMembers\x12\x17.idem.v1.MembersRequest\x1a\x18.idem.v1.MembersResponse\x12K\n" +
@@ -2303,120 +2815,139 @@ func file_idem_proto_rawDescGZIP() []byte {
 	return file_idem_proto_rawDescData
 }
 
-var file_idem_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_idem_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_idem_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_idem_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_idem_proto_goTypes = []any{
 	(Outcome)(0),                       // 0: idem.v1.Outcome
 	(State)(0),                         // 1: idem.v1.State
 	(Consistency)(0),                   // 2: idem.v1.Consistency
-	(*RecordId)(nil),                   // 3: idem.v1.RecordId
-	(*Header)(nil),                     // 4: idem.v1.Header
-	(*Response)(nil),                   // 5: idem.v1.Response
-	(*RecoveryPoint)(nil),              // 6: idem.v1.RecoveryPoint
-	(*Record)(nil),                     // 7: idem.v1.Record
-	(*ClaimRequest)(nil),               // 8: idem.v1.ClaimRequest
-	(*ClaimResponse)(nil),              // 9: idem.v1.ClaimResponse
-	(*CompleteRequest)(nil),            // 10: idem.v1.CompleteRequest
-	(*CompleteResponse)(nil),           // 11: idem.v1.CompleteResponse
-	(*ReleaseRequest)(nil),             // 12: idem.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),            // 13: idem.v1.ReleaseResponse
-	(*ExtendRequest)(nil),              // 14: idem.v1.ExtendRequest
-	(*ExtendResponse)(nil),             // 15: idem.v1.ExtendResponse
-	(*CheckpointRequest)(nil),          // 16: idem.v1.CheckpointRequest
-	(*CheckpointResponse)(nil),         // 17: idem.v1.CheckpointResponse
-	(*GetRequest)(nil),                 // 18: idem.v1.GetRequest
-	(*GetResponse)(nil),                // 19: idem.v1.GetResponse
-	(*WaitRequest)(nil),                // 20: idem.v1.WaitRequest
-	(*WaitResponse)(nil),               // 21: idem.v1.WaitResponse
-	(*StatusRequest)(nil),              // 22: idem.v1.StatusRequest
-	(*StatusResponse)(nil),             // 23: idem.v1.StatusResponse
-	(*MembersRequest)(nil),             // 24: idem.v1.MembersRequest
-	(*Member)(nil),                     // 25: idem.v1.Member
-	(*RaftServer)(nil),                 // 26: idem.v1.RaftServer
-	(*MembersResponse)(nil),            // 27: idem.v1.MembersResponse
-	(*RemoveMemberRequest)(nil),        // 28: idem.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 29: idem.v1.RemoveMemberResponse
-	(*TransferLeadershipRequest)(nil),  // 30: idem.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 31: idem.v1.TransferLeadershipResponse
-	(*SnapshotRequest)(nil),            // 32: idem.v1.SnapshotRequest
-	(*SnapshotChunk)(nil),              // 33: idem.v1.SnapshotChunk
-	(*SnapshotSummary)(nil),            // 34: idem.v1.SnapshotSummary
-	(*timestamppb.Timestamp)(nil),      // 35: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 36: google.protobuf.Duration
+	(AbandonedEvent_Kind)(0),           // 3: idem.v1.AbandonedEvent.Kind
+	(AbandonedEvent_Resolution)(0),     // 4: idem.v1.AbandonedEvent.Resolution
+	(*RecordId)(nil),                   // 5: idem.v1.RecordId
+	(*Header)(nil),                     // 6: idem.v1.Header
+	(*Response)(nil),                   // 7: idem.v1.Response
+	(*RecoveryPoint)(nil),              // 8: idem.v1.RecoveryPoint
+	(*Record)(nil),                     // 9: idem.v1.Record
+	(*ClaimRequest)(nil),               // 10: idem.v1.ClaimRequest
+	(*ClaimResponse)(nil),              // 11: idem.v1.ClaimResponse
+	(*CompleteRequest)(nil),            // 12: idem.v1.CompleteRequest
+	(*CompleteResponse)(nil),           // 13: idem.v1.CompleteResponse
+	(*ReleaseRequest)(nil),             // 14: idem.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 15: idem.v1.ReleaseResponse
+	(*ExtendRequest)(nil),              // 16: idem.v1.ExtendRequest
+	(*ExtendResponse)(nil),             // 17: idem.v1.ExtendResponse
+	(*CheckpointRequest)(nil),          // 18: idem.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),         // 19: idem.v1.CheckpointResponse
+	(*GetRequest)(nil),                 // 20: idem.v1.GetRequest
+	(*GetResponse)(nil),                // 21: idem.v1.GetResponse
+	(*WaitRequest)(nil),                // 22: idem.v1.WaitRequest
+	(*WaitResponse)(nil),               // 23: idem.v1.WaitResponse
+	(*AbandonedEvent)(nil),             // 24: idem.v1.AbandonedEvent
+	(*WatchAbandonedRequest)(nil),      // 25: idem.v1.WatchAbandonedRequest
+	(*WatchAbandonedResponse)(nil),     // 26: idem.v1.WatchAbandonedResponse
+	(*ListAbandonedRequest)(nil),       // 27: idem.v1.ListAbandonedRequest
+	(*ListAbandonedResponse)(nil),      // 28: idem.v1.ListAbandonedResponse
+	(*StatusRequest)(nil),              // 29: idem.v1.StatusRequest
+	(*StatusResponse)(nil),             // 30: idem.v1.StatusResponse
+	(*MembersRequest)(nil),             // 31: idem.v1.MembersRequest
+	(*Member)(nil),                     // 32: idem.v1.Member
+	(*RaftServer)(nil),                 // 33: idem.v1.RaftServer
+	(*MembersResponse)(nil),            // 34: idem.v1.MembersResponse
+	(*RemoveMemberRequest)(nil),        // 35: idem.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 36: idem.v1.RemoveMemberResponse
+	(*TransferLeadershipRequest)(nil),  // 37: idem.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 38: idem.v1.TransferLeadershipResponse
+	(*SnapshotRequest)(nil),            // 39: idem.v1.SnapshotRequest
+	(*SnapshotChunk)(nil),              // 40: idem.v1.SnapshotChunk
+	(*SnapshotSummary)(nil),            // 41: idem.v1.SnapshotSummary
+	(*timestamppb.Timestamp)(nil),      // 42: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 43: google.protobuf.Duration
 }
 var file_idem_proto_depIdxs = []int32{
-	4,  // 0: idem.v1.Response.headers:type_name -> idem.v1.Header
-	3,  // 1: idem.v1.Record.id:type_name -> idem.v1.RecordId
+	6,  // 0: idem.v1.Response.headers:type_name -> idem.v1.Header
+	5,  // 1: idem.v1.Record.id:type_name -> idem.v1.RecordId
 	1,  // 2: idem.v1.Record.state:type_name -> idem.v1.State
-	35, // 3: idem.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
-	35, // 4: idem.v1.Record.created_at:type_name -> google.protobuf.Timestamp
-	35, // 5: idem.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
-	35, // 6: idem.v1.Record.completed_at:type_name -> google.protobuf.Timestamp
-	5,  // 7: idem.v1.Record.response:type_name -> idem.v1.Response
-	6,  // 8: idem.v1.Record.recovery_point:type_name -> idem.v1.RecoveryPoint
-	3,  // 9: idem.v1.ClaimRequest.id:type_name -> idem.v1.RecordId
-	36, // 10: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
-	36, // 11: idem.v1.ClaimRequest.ttl:type_name -> google.protobuf.Duration
-	36, // 12: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	42, // 3: idem.v1.Record.lease_expires_at:type_name -> google.protobuf.Timestamp
+	42, // 4: idem.v1.Record.created_at:type_name -> google.protobuf.Timestamp
+	42, // 5: idem.v1.Record.expires_at:type_name -> google.protobuf.Timestamp
+	42, // 6: idem.v1.Record.completed_at:type_name -> google.protobuf.Timestamp
+	7,  // 7: idem.v1.Record.response:type_name -> idem.v1.Response
+	8,  // 8: idem.v1.Record.recovery_point:type_name -> idem.v1.RecoveryPoint
+	5,  // 9: idem.v1.ClaimRequest.id:type_name -> idem.v1.RecordId
+	43, // 10: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
+	43, // 11: idem.v1.ClaimRequest.ttl:type_name -> google.protobuf.Duration
+	43, // 12: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
 	0,  // 13: idem.v1.ClaimResponse.outcome:type_name -> idem.v1.Outcome
-	35, // 14: idem.v1.ClaimResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	35, // 15: idem.v1.ClaimResponse.expires_at:type_name -> google.protobuf.Timestamp
-	5,  // 16: idem.v1.ClaimResponse.response:type_name -> idem.v1.Response
-	6,  // 17: idem.v1.ClaimResponse.recovery_point:type_name -> idem.v1.RecoveryPoint
-	35, // 18: idem.v1.ClaimResponse.completed_at:type_name -> google.protobuf.Timestamp
-	3,  // 19: idem.v1.CompleteRequest.id:type_name -> idem.v1.RecordId
-	5,  // 20: idem.v1.CompleteRequest.response:type_name -> idem.v1.Response
+	42, // 14: idem.v1.ClaimResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	42, // 15: idem.v1.ClaimResponse.expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 16: idem.v1.ClaimResponse.response:type_name -> idem.v1.Response
+	8,  // 17: idem.v1.ClaimResponse.recovery_point:type_name -> idem.v1.RecoveryPoint
+	42, // 18: idem.v1.ClaimResponse.completed_at:type_name -> google.protobuf.Timestamp
+	5,  // 19: idem.v1.CompleteRequest.id:type_name -> idem.v1.RecordId
+	7,  // 20: idem.v1.CompleteRequest.response:type_name -> idem.v1.Response
 	0,  // 21: idem.v1.CompleteResponse.outcome:type_name -> idem.v1.Outcome
-	3,  // 22: idem.v1.ReleaseRequest.id:type_name -> idem.v1.RecordId
+	5,  // 22: idem.v1.ReleaseRequest.id:type_name -> idem.v1.RecordId
 	0,  // 23: idem.v1.ReleaseResponse.outcome:type_name -> idem.v1.Outcome
-	3,  // 24: idem.v1.ExtendRequest.id:type_name -> idem.v1.RecordId
-	36, // 25: idem.v1.ExtendRequest.lease:type_name -> google.protobuf.Duration
+	5,  // 24: idem.v1.ExtendRequest.id:type_name -> idem.v1.RecordId
+	43, // 25: idem.v1.ExtendRequest.lease:type_name -> google.protobuf.Duration
 	0,  // 26: idem.v1.ExtendResponse.outcome:type_name -> idem.v1.Outcome
-	35, // 27: idem.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 28: idem.v1.CheckpointRequest.id:type_name -> idem.v1.RecordId
+	42, // 27: idem.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 28: idem.v1.CheckpointRequest.id:type_name -> idem.v1.RecordId
 	0,  // 29: idem.v1.CheckpointResponse.outcome:type_name -> idem.v1.Outcome
-	3,  // 30: idem.v1.GetRequest.id:type_name -> idem.v1.RecordId
+	5,  // 30: idem.v1.GetRequest.id:type_name -> idem.v1.RecordId
 	2,  // 31: idem.v1.GetRequest.consistency:type_name -> idem.v1.Consistency
 	0,  // 32: idem.v1.GetResponse.outcome:type_name -> idem.v1.Outcome
-	7,  // 33: idem.v1.GetResponse.record:type_name -> idem.v1.Record
-	3,  // 34: idem.v1.WaitRequest.id:type_name -> idem.v1.RecordId
-	36, // 35: idem.v1.WaitRequest.timeout:type_name -> google.protobuf.Duration
+	9,  // 33: idem.v1.GetResponse.record:type_name -> idem.v1.Record
+	5,  // 34: idem.v1.WaitRequest.id:type_name -> idem.v1.RecordId
+	43, // 35: idem.v1.WaitRequest.timeout:type_name -> google.protobuf.Duration
 	2,  // 36: idem.v1.WaitRequest.consistency:type_name -> idem.v1.Consistency
 	0,  // 37: idem.v1.WaitResponse.outcome:type_name -> idem.v1.Outcome
-	7,  // 38: idem.v1.WaitResponse.record:type_name -> idem.v1.Record
-	35, // 39: idem.v1.StatusResponse.fsm_time:type_name -> google.protobuf.Timestamp
-	25, // 40: idem.v1.MembersResponse.members:type_name -> idem.v1.Member
-	26, // 41: idem.v1.MembersResponse.servers:type_name -> idem.v1.RaftServer
-	34, // 42: idem.v1.SnapshotChunk.summary:type_name -> idem.v1.SnapshotSummary
-	8,  // 43: idem.v1.Idempotency.Claim:input_type -> idem.v1.ClaimRequest
-	10, // 44: idem.v1.Idempotency.Complete:input_type -> idem.v1.CompleteRequest
-	12, // 45: idem.v1.Idempotency.Release:input_type -> idem.v1.ReleaseRequest
-	14, // 46: idem.v1.Idempotency.Extend:input_type -> idem.v1.ExtendRequest
-	18, // 47: idem.v1.Idempotency.Get:input_type -> idem.v1.GetRequest
-	20, // 48: idem.v1.Idempotency.Wait:input_type -> idem.v1.WaitRequest
-	16, // 49: idem.v1.Idempotency.Checkpoint:input_type -> idem.v1.CheckpointRequest
-	22, // 50: idem.v1.Admin.Status:input_type -> idem.v1.StatusRequest
-	24, // 51: idem.v1.Admin.Members:input_type -> idem.v1.MembersRequest
-	28, // 52: idem.v1.Admin.RemoveMember:input_type -> idem.v1.RemoveMemberRequest
-	30, // 53: idem.v1.Admin.TransferLeadership:input_type -> idem.v1.TransferLeadershipRequest
-	32, // 54: idem.v1.Admin.Snapshot:input_type -> idem.v1.SnapshotRequest
-	9,  // 55: idem.v1.Idempotency.Claim:output_type -> idem.v1.ClaimResponse
-	11, // 56: idem.v1.Idempotency.Complete:output_type -> idem.v1.CompleteResponse
-	13, // 57: idem.v1.Idempotency.Release:output_type -> idem.v1.ReleaseResponse
-	15, // 58: idem.v1.Idempotency.Extend:output_type -> idem.v1.ExtendResponse
-	19, // 59: idem.v1.Idempotency.Get:output_type -> idem.v1.GetResponse
-	21, // 60: idem.v1.Idempotency.Wait:output_type -> idem.v1.WaitResponse
-	17, // 61: idem.v1.Idempotency.Checkpoint:output_type -> idem.v1.CheckpointResponse
-	23, // 62: idem.v1.Admin.Status:output_type -> idem.v1.StatusResponse
-	27, // 63: idem.v1.Admin.Members:output_type -> idem.v1.MembersResponse
-	29, // 64: idem.v1.Admin.RemoveMember:output_type -> idem.v1.RemoveMemberResponse
-	31, // 65: idem.v1.Admin.TransferLeadership:output_type -> idem.v1.TransferLeadershipResponse
-	33, // 66: idem.v1.Admin.Snapshot:output_type -> idem.v1.SnapshotChunk
-	55, // [55:67] is the sub-list for method output_type
-	43, // [43:55] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	9,  // 38: idem.v1.WaitResponse.record:type_name -> idem.v1.Record
+	3,  // 39: idem.v1.AbandonedEvent.kind:type_name -> idem.v1.AbandonedEvent.Kind
+	4,  // 40: idem.v1.AbandonedEvent.resolution:type_name -> idem.v1.AbandonedEvent.Resolution
+	5,  // 41: idem.v1.AbandonedEvent.id:type_name -> idem.v1.RecordId
+	42, // 42: idem.v1.AbandonedEvent.lease_expires_at:type_name -> google.protobuf.Timestamp
+	42, // 43: idem.v1.AbandonedEvent.at:type_name -> google.protobuf.Timestamp
+	42, // 44: idem.v1.AbandonedEvent.keep_until:type_name -> google.protobuf.Timestamp
+	24, // 45: idem.v1.WatchAbandonedResponse.events:type_name -> idem.v1.AbandonedEvent
+	24, // 46: idem.v1.ListAbandonedResponse.records:type_name -> idem.v1.AbandonedEvent
+	42, // 47: idem.v1.StatusResponse.fsm_time:type_name -> google.protobuf.Timestamp
+	32, // 48: idem.v1.MembersResponse.members:type_name -> idem.v1.Member
+	33, // 49: idem.v1.MembersResponse.servers:type_name -> idem.v1.RaftServer
+	41, // 50: idem.v1.SnapshotChunk.summary:type_name -> idem.v1.SnapshotSummary
+	10, // 51: idem.v1.Idempotency.Claim:input_type -> idem.v1.ClaimRequest
+	12, // 52: idem.v1.Idempotency.Complete:input_type -> idem.v1.CompleteRequest
+	14, // 53: idem.v1.Idempotency.Release:input_type -> idem.v1.ReleaseRequest
+	16, // 54: idem.v1.Idempotency.Extend:input_type -> idem.v1.ExtendRequest
+	20, // 55: idem.v1.Idempotency.Get:input_type -> idem.v1.GetRequest
+	22, // 56: idem.v1.Idempotency.Wait:input_type -> idem.v1.WaitRequest
+	18, // 57: idem.v1.Idempotency.Checkpoint:input_type -> idem.v1.CheckpointRequest
+	25, // 58: idem.v1.Idempotency.WatchAbandoned:input_type -> idem.v1.WatchAbandonedRequest
+	27, // 59: idem.v1.Idempotency.ListAbandoned:input_type -> idem.v1.ListAbandonedRequest
+	29, // 60: idem.v1.Admin.Status:input_type -> idem.v1.StatusRequest
+	31, // 61: idem.v1.Admin.Members:input_type -> idem.v1.MembersRequest
+	35, // 62: idem.v1.Admin.RemoveMember:input_type -> idem.v1.RemoveMemberRequest
+	37, // 63: idem.v1.Admin.TransferLeadership:input_type -> idem.v1.TransferLeadershipRequest
+	39, // 64: idem.v1.Admin.Snapshot:input_type -> idem.v1.SnapshotRequest
+	11, // 65: idem.v1.Idempotency.Claim:output_type -> idem.v1.ClaimResponse
+	13, // 66: idem.v1.Idempotency.Complete:output_type -> idem.v1.CompleteResponse
+	15, // 67: idem.v1.Idempotency.Release:output_type -> idem.v1.ReleaseResponse
+	17, // 68: idem.v1.Idempotency.Extend:output_type -> idem.v1.ExtendResponse
+	21, // 69: idem.v1.Idempotency.Get:output_type -> idem.v1.GetResponse
+	23, // 70: idem.v1.Idempotency.Wait:output_type -> idem.v1.WaitResponse
+	19, // 71: idem.v1.Idempotency.Checkpoint:output_type -> idem.v1.CheckpointResponse
+	26, // 72: idem.v1.Idempotency.WatchAbandoned:output_type -> idem.v1.WatchAbandonedResponse
+	28, // 73: idem.v1.Idempotency.ListAbandoned:output_type -> idem.v1.ListAbandonedResponse
+	30, // 74: idem.v1.Admin.Status:output_type -> idem.v1.StatusResponse
+	34, // 75: idem.v1.Admin.Members:output_type -> idem.v1.MembersResponse
+	36, // 76: idem.v1.Admin.RemoveMember:output_type -> idem.v1.RemoveMemberResponse
+	38, // 77: idem.v1.Admin.TransferLeadership:output_type -> idem.v1.TransferLeadershipResponse
+	40, // 78: idem.v1.Admin.Snapshot:output_type -> idem.v1.SnapshotChunk
+	65, // [65:79] is the sub-list for method output_type
+	51, // [51:65] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_idem_proto_init() }
@@ -2429,8 +2960,8 @@ func file_idem_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idem_proto_rawDesc), len(file_idem_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   32,
+			NumEnums:      5,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

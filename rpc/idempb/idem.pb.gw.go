@@ -224,6 +224,56 @@ func local_request_Idempotency_Checkpoint_0(ctx context.Context, marshaler runti
 	return msg, metadata, err
 }
 
+func request_Idempotency_WatchAbandoned_0(ctx context.Context, marshaler runtime.Marshaler, client IdempotencyClient, req *http.Request, pathParams map[string]string) (Idempotency_WatchAbandonedClient, runtime.ServerMetadata, error) {
+	var (
+		protoReq WatchAbandonedRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	stream, err := client.WatchAbandoned(ctx, &protoReq)
+	if err != nil {
+		return nil, metadata, err
+	}
+	header, err := stream.Header()
+	if err != nil {
+		return nil, metadata, err
+	}
+	metadata.HeaderMD = header
+	return stream, metadata, nil
+}
+
+func request_Idempotency_ListAbandoned_0(ctx context.Context, marshaler runtime.Marshaler, client IdempotencyClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListAbandonedRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListAbandoned(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_Idempotency_ListAbandoned_0(ctx context.Context, marshaler runtime.Marshaler, server IdempotencyServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListAbandonedRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListAbandoned(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 func request_Admin_Status_0(ctx context.Context, marshaler runtime.Marshaler, client AdminClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq StatusRequest
@@ -496,6 +546,33 @@ func RegisterIdempotencyHandlerServer(ctx context.Context, mux *runtime.ServeMux
 		forward_Idempotency_Checkpoint_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
 
+	mux.Handle(http.MethodPost, pattern_Idempotency_WatchAbandoned_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
+		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+		return
+	})
+	mux.Handle(http.MethodPost, pattern_Idempotency_ListAbandoned_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/idem.v1.Idempotency/ListAbandoned", runtime.WithHTTPPathPattern("/v1/list_abandoned"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_Idempotency_ListAbandoned_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_Idempotency_ListAbandoned_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+
 	return nil
 }
 
@@ -751,27 +828,65 @@ func RegisterIdempotencyHandlerClient(ctx context.Context, mux *runtime.ServeMux
 		}
 		forward_Idempotency_Checkpoint_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_Idempotency_WatchAbandoned_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/idem.v1.Idempotency/WatchAbandoned", runtime.WithHTTPPathPattern("/v1/watch_abandoned"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_Idempotency_WatchAbandoned_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_Idempotency_WatchAbandoned_0(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) { return resp.Recv() }, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_Idempotency_ListAbandoned_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/idem.v1.Idempotency/ListAbandoned", runtime.WithHTTPPathPattern("/v1/list_abandoned"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_Idempotency_ListAbandoned_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_Idempotency_ListAbandoned_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
 var (
-	pattern_Idempotency_Claim_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "claim"}, ""))
-	pattern_Idempotency_Complete_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "complete"}, ""))
-	pattern_Idempotency_Release_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "release"}, ""))
-	pattern_Idempotency_Extend_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "extend"}, ""))
-	pattern_Idempotency_Get_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "get"}, ""))
-	pattern_Idempotency_Wait_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "wait"}, ""))
-	pattern_Idempotency_Checkpoint_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "checkpoint"}, ""))
+	pattern_Idempotency_Claim_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "claim"}, ""))
+	pattern_Idempotency_Complete_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "complete"}, ""))
+	pattern_Idempotency_Release_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "release"}, ""))
+	pattern_Idempotency_Extend_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "extend"}, ""))
+	pattern_Idempotency_Get_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "get"}, ""))
+	pattern_Idempotency_Wait_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "wait"}, ""))
+	pattern_Idempotency_Checkpoint_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "checkpoint"}, ""))
+	pattern_Idempotency_WatchAbandoned_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "watch_abandoned"}, ""))
+	pattern_Idempotency_ListAbandoned_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "list_abandoned"}, ""))
 )
 
 var (
-	forward_Idempotency_Claim_0      = runtime.ForwardResponseMessage
-	forward_Idempotency_Complete_0   = runtime.ForwardResponseMessage
-	forward_Idempotency_Release_0    = runtime.ForwardResponseMessage
-	forward_Idempotency_Extend_0     = runtime.ForwardResponseMessage
-	forward_Idempotency_Get_0        = runtime.ForwardResponseMessage
-	forward_Idempotency_Wait_0       = runtime.ForwardResponseMessage
-	forward_Idempotency_Checkpoint_0 = runtime.ForwardResponseMessage
+	forward_Idempotency_Claim_0          = runtime.ForwardResponseMessage
+	forward_Idempotency_Complete_0       = runtime.ForwardResponseMessage
+	forward_Idempotency_Release_0        = runtime.ForwardResponseMessage
+	forward_Idempotency_Extend_0         = runtime.ForwardResponseMessage
+	forward_Idempotency_Get_0            = runtime.ForwardResponseMessage
+	forward_Idempotency_Wait_0           = runtime.ForwardResponseMessage
+	forward_Idempotency_Checkpoint_0     = runtime.ForwardResponseMessage
+	forward_Idempotency_WatchAbandoned_0 = runtime.ForwardResponseStream
+	forward_Idempotency_ListAbandoned_0  = runtime.ForwardResponseMessage
 )
 
 // RegisterAdminHandlerFromEndpoint is same as RegisterAdminHandler but

@@ -25,13 +25,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Idempotency_Claim_FullMethodName      = "/idem.v1.Idempotency/Claim"
-	Idempotency_Complete_FullMethodName   = "/idem.v1.Idempotency/Complete"
-	Idempotency_Release_FullMethodName    = "/idem.v1.Idempotency/Release"
-	Idempotency_Extend_FullMethodName     = "/idem.v1.Idempotency/Extend"
-	Idempotency_Get_FullMethodName        = "/idem.v1.Idempotency/Get"
-	Idempotency_Wait_FullMethodName       = "/idem.v1.Idempotency/Wait"
-	Idempotency_Checkpoint_FullMethodName = "/idem.v1.Idempotency/Checkpoint"
+	Idempotency_Claim_FullMethodName          = "/idem.v1.Idempotency/Claim"
+	Idempotency_Complete_FullMethodName       = "/idem.v1.Idempotency/Complete"
+	Idempotency_Release_FullMethodName        = "/idem.v1.Idempotency/Release"
+	Idempotency_Extend_FullMethodName         = "/idem.v1.Idempotency/Extend"
+	Idempotency_Get_FullMethodName            = "/idem.v1.Idempotency/Get"
+	Idempotency_Wait_FullMethodName           = "/idem.v1.Idempotency/Wait"
+	Idempotency_Checkpoint_FullMethodName     = "/idem.v1.Idempotency/Checkpoint"
+	Idempotency_WatchAbandoned_FullMethodName = "/idem.v1.Idempotency/WatchAbandoned"
+	Idempotency_ListAbandoned_FullMethodName  = "/idem.v1.Idempotency/ListAbandoned"
 )
 
 // IdempotencyClient is the client API for Idempotency service.
@@ -48,6 +50,11 @@ type IdempotencyClient interface {
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (*WaitResponse, error)
 	Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error)
+	// WatchAbandoned streams the feed of abandoned claims from the node
+	// called, as far as it has applied the log.
+	WatchAbandoned(ctx context.Context, in *WatchAbandonedRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchAbandonedResponse], error)
+	// ListAbandoned pages through the records abandoned now, on the node called.
+	ListAbandoned(ctx context.Context, in *ListAbandonedRequest, opts ...grpc.CallOption) (*ListAbandonedResponse, error)
 }
 
 type idempotencyClient struct {
@@ -128,6 +135,35 @@ func (c *idempotencyClient) Checkpoint(ctx context.Context, in *CheckpointReques
 	return out, nil
 }
 
+func (c *idempotencyClient) WatchAbandoned(ctx context.Context, in *WatchAbandonedRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchAbandonedResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Idempotency_ServiceDesc.Streams[0], Idempotency_WatchAbandoned_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchAbandonedRequest, WatchAbandonedResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Idempotency_WatchAbandonedClient = grpc.ServerStreamingClient[WatchAbandonedResponse]
+
+func (c *idempotencyClient) ListAbandoned(ctx context.Context, in *ListAbandonedRequest, opts ...grpc.CallOption) (*ListAbandonedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAbandonedResponse)
+	err := c.cc.Invoke(ctx, Idempotency_ListAbandoned_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IdempotencyServer is the server API for Idempotency service.
 // All implementations must embed UnimplementedIdempotencyServer
 // for forward compatibility.
@@ -142,6 +178,11 @@ type IdempotencyServer interface {
 	Get(context.Context, *GetRequest) (*GetResponse, error)
 	Wait(context.Context, *WaitRequest) (*WaitResponse, error)
 	Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error)
+	// WatchAbandoned streams the feed of abandoned claims from the node
+	// called, as far as it has applied the log.
+	WatchAbandoned(*WatchAbandonedRequest, grpc.ServerStreamingServer[WatchAbandonedResponse]) error
+	// ListAbandoned pages through the records abandoned now, on the node called.
+	ListAbandoned(context.Context, *ListAbandonedRequest) (*ListAbandonedResponse, error)
 	mustEmbedUnimplementedIdempotencyServer()
 }
 
@@ -172,6 +213,12 @@ func (UnimplementedIdempotencyServer) Wait(context.Context, *WaitRequest) (*Wait
 }
 func (UnimplementedIdempotencyServer) Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Checkpoint not implemented")
+}
+func (UnimplementedIdempotencyServer) WatchAbandoned(*WatchAbandonedRequest, grpc.ServerStreamingServer[WatchAbandonedResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchAbandoned not implemented")
+}
+func (UnimplementedIdempotencyServer) ListAbandoned(context.Context, *ListAbandonedRequest) (*ListAbandonedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAbandoned not implemented")
 }
 func (UnimplementedIdempotencyServer) mustEmbedUnimplementedIdempotencyServer() {}
 func (UnimplementedIdempotencyServer) testEmbeddedByValue()                     {}
@@ -320,6 +367,35 @@ func _Idempotency_Checkpoint_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Idempotency_WatchAbandoned_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchAbandonedRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(IdempotencyServer).WatchAbandoned(m, &grpc.GenericServerStream[WatchAbandonedRequest, WatchAbandonedResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Idempotency_WatchAbandonedServer = grpc.ServerStreamingServer[WatchAbandonedResponse]
+
+func _Idempotency_ListAbandoned_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAbandonedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServer).ListAbandoned(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Idempotency_ListAbandoned_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServer).ListAbandoned(ctx, req.(*ListAbandonedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Idempotency_ServiceDesc is the grpc.ServiceDesc for Idempotency service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -355,8 +431,18 @@ var Idempotency_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Checkpoint",
 			Handler:    _Idempotency_Checkpoint_Handler,
 		},
+		{
+			MethodName: "ListAbandoned",
+			Handler:    _Idempotency_ListAbandoned_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchAbandoned",
+			Handler:       _Idempotency_WatchAbandoned_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "idem.proto",
 }
 

@@ -1,0 +1,174 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/idemnode/idemnode/client"
+	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testutil"
+	"github.com/idemnode/idemnode/rpc/idempb"
+)
+
+// feedLog collects what a watcher was handed.
+type feedLog struct {
+	mu     sync.Mutex
+	events []client.AbandonedEvent
+}
+
+func (f *feedLog) add(up client.FeedUpdate) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, up.Events...)
+	return nil
+}
+
+// count returns how many events of kind (and resolution) about key it holds.
+func (f *feedLog) count(key, kind, resolution string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, ev := range f.events {
+		if ev.ID.Key == key && ev.Kind == kind && ev.Resolution == resolution {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *feedLog) find(key, kind string) (client.AbandonedEvent, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ev := range f.events {
+		if ev.ID.Key == key && ev.Kind == kind {
+			return ev, true
+		}
+	}
+	return client.AbandonedEvent{}, false
+}
+
+// increasing reports the first event that does not follow the one before.
+func (f *feedLog) increasing() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := 1; i < len(f.events); i++ {
+		if f.events[i].Seq <= f.events[i-1].Seq {
+			return fmt.Errorf("event %d follows %d", f.events[i].Seq, f.events[i-1].Seq)
+		}
+	}
+	return nil
+}
+
+// TestAbandonedFeedAcrossFailover: a holder charges a card, records the
+// checkpoint and dies; its lease lapses and a watcher is told once. The
+// leader crashes under the watcher, which resumes on another node from its
+// cursor: a second abandonment after the crash arrives, the first is not
+// repeated. The next claim resumes from the checkpoint and completes, and
+// the watcher is told the first is resolved: the card was charged once.
+func TestAbandonedFeedAcrossFailover(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3, testcluster.Options{Subnet: 73})
+	var streams atomic.Int64 // WatchAbandoned streams opened
+	cl := newClient(t, c, func(cfg *client.Config) {
+		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainStreamInterceptor(
+			func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				if method == idempb.Idempotency_WatchAbandoned_FullMethodName {
+					streams.Add(1)
+				}
+				return streamer(ctx, desc, cc, method, opts...)
+			}))
+	})
+	ctx := testCtx(t)
+	var feed feedLog
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan error, 1)
+	go func() { watched <- cl.WatchAbandoned(watchCtx, "acme", 0, feed.add) }()
+
+	var charges, receipts atomic.Int64
+	ride := func(ctx context.Context) (client.Response, error) {
+		run, _ := client.RunFrom(ctx)
+		charge, resumed := run.Resume()
+		if !resumed {
+			charge = client.RecoveryPoint{Name: "charged", Data: []byte(fmt.Sprint("ch_", charges.Add(1)))}
+			if err := run.Checkpoint(ctx, charge.Name, charge.Data); err != nil {
+				return client.Response{}, err
+			}
+		}
+		receipts.Add(1)
+		return client.Response{Status: 201, Body: charge.Data}, nil
+	}
+	// dies claims id, charges, records the checkpoint and stops there.
+	dies := func(id client.ID) uint64 {
+		won, err := cl.Claim(ctx, id, []byte("ride"), client.WithLease(time.Second))
+		if err != nil || won.Outcome != client.OutcomeWon {
+			t.Fatalf("claim %s: %+v %v", id.Key, won, err)
+		}
+		charges.Add(1)
+		if out, err := cl.Checkpoint(ctx, id, won.Token, "charged", []byte("ch_1")); err != nil || out != client.OutcomeOK {
+			t.Fatalf("checkpoint: %v %v", out, err)
+		}
+		return won.Token
+	}
+
+	first, second := newID(), newID()
+	token := dies(first)
+	testutil.WaitFor(t, 20*time.Second, "the abandonment reported", func() bool { return feed.count(first.Key, "abandoned", "") > 0 })
+	ev, _ := feed.find(first.Key, "abandoned")
+	if ev.Token != token || ev.Attempt != 1 || ev.RecoveryPoint != "charged" {
+		t.Fatalf("abandoned event %+v, want token %d, attempt 1, point charged", ev, token)
+	}
+	now, _, err := cl.ListAbandoned(ctx, "acme", 0, 0)
+	if err != nil || len(now) != 1 || now[0].ID != first || now[0].Seq != ev.Seq {
+		t.Fatalf("abandoned now: %+v %v", now, err)
+	}
+
+	leader := c.WaitLeader(30 * time.Second)
+	c.Crash(leader)
+	t.Logf("crashed the leader %s after event %d", leader.ID, ev.Seq)
+	c.WaitLeader(30 * time.Second)
+	dies(second)
+	testutil.WaitFor(t, 30*time.Second, "the abandonment after the crash reported", func() bool {
+		return feed.count(second.Key, "abandoned", "") > 0
+	})
+
+	charges.Store(1) // the first holder's charge; the second's is its own key's
+	res, err := cl.Do(ctx, first, []byte("ride"), ride, client.WithWait(5*time.Second))
+	if err != nil || !res.Executed || string(res.Response.Body) != "ch_1" {
+		t.Fatalf("do after the abandonment: %+v %v", res, err)
+	}
+	if charges.Load() != 1 || receipts.Load() != 1 {
+		t.Fatalf("%d charges and %d receipts, want one of each", charges.Load(), receipts.Load())
+	}
+	testutil.WaitFor(t, 20*time.Second, "the resolution reported", func() bool {
+		return feed.count(first.Key, "resolved", "taken_over") > 0
+	})
+	time.Sleep(2 * time.Second) // room for a duplicate to arrive, if one would
+	stopWatch()
+	if err := <-watched; !errors.Is(err, context.Canceled) {
+		t.Fatalf("watch ended with %v", err)
+	}
+	for _, want := range []struct{ key, kind, resolution string }{
+		{first.Key, "abandoned", ""}, {second.Key, "abandoned", ""}, {first.Key, "resolved", "taken_over"},
+	} {
+		if n := feed.count(want.key, want.kind, want.resolution); n != 1 {
+			t.Errorf("%s %s %s delivered %d times, want once", want.key, want.kind, want.resolution, n)
+		}
+	}
+	if err := feed.increasing(); err != nil {
+		t.Error(err)
+	}
+	if streams.Load() < 2 {
+		t.Errorf("the watcher opened %d streams: the crash did not cut it", streams.Load())
+	}
+	now, _, err = cl.ListAbandoned(ctx, "acme", 0, 0)
+	if err != nil || len(now) != 1 || now[0].ID != second {
+		t.Fatalf("abandoned now after the takeover: %+v %v", now, err)
+	}
+}

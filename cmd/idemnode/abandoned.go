@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/idemnode/idemnode/rpc/idempb"
+)
+
+// eventView is one event of the feed of abandoned claims as printed.
+type eventView struct {
+	Seq            uint64 `json:"seq"`
+	Kind           string `json:"kind"`
+	Resolution     string `json:"resolution,omitempty"`
+	ResolvesSeq    uint64 `json:"resolves_seq,omitempty"`
+	Tenant         string `json:"tenant"`
+	Scope          string `json:"scope"`
+	Key            string `json:"key"`
+	Token          uint64 `json:"token"`
+	Attempt        uint32 `json:"attempt"`
+	RecoveryPoint  string `json:"recovery_point,omitempty"`
+	LeaseExpiresAt string `json:"lease_expires_at"`
+	At             string `json:"at"`
+	KeepUntil      string `json:"keep_until"`
+}
+
+func eventViewOf(ev *idempb.AbandonedEvent) eventView {
+	kind := strings.ToLower(strings.TrimPrefix(ev.GetKind().String(), "KIND_"))
+	resolution := ""
+	if ev.GetResolution() != idempb.AbandonedEvent_RESOLUTION_UNSPECIFIED {
+		resolution = strings.ToLower(strings.TrimPrefix(ev.GetResolution().String(), "RESOLUTION_"))
+	}
+	return eventView{Seq: ev.GetSeq(), Kind: kind, Resolution: resolution, ResolvesSeq: ev.GetResolvesSeq(),
+		Tenant: ev.GetId().GetTenant(), Scope: ev.GetId().GetScope(), Key: ev.GetId().GetKey(),
+		Token: ev.GetToken(), Attempt: ev.GetAttempt(), RecoveryPoint: ev.GetRecoveryPoint(),
+		LeaseExpiresAt: tsString(ev.GetLeaseExpiresAt()), At: tsString(ev.GetAt()), KeepUntil: tsString(ev.GetKeepUntil())}
+}
+
+// abandonedList is what `abandoned` prints without --watch.
+type abandonedList struct {
+	Abandoned []eventView `json:"abandoned"`
+}
+
+func newAbandonedCmd() *cobra.Command {
+	var c clientFlags
+	var watch, all bool
+	var after uint64
+	cmd := &cobra.Command{
+		Use:   "abandoned",
+		Short: "List the claims abandoned now, or watch the feed of abandoned claims",
+		Long: `A PENDING record whose lease ran out without complete or release is abandoned:
+nobody knows whether its side effect ran. Without --watch, list the records abandoned
+now (each as the event that reported it). With --watch, stream the feed from --after
+on, one event per line (abandoned, then resolved when it is completed, released,
+taken over or expired), until interrupted; restart with --after set to the last seq
+printed and nothing is missed or repeated (docs/API.md, "Abandoned claims").`,
+		Example: `  idemnode abandoned --tenant acme -o json
+  idemnode abandoned --watch --after 1042 -o json
+  idemnode abandoned --all-tenants --watch    # an admin identity
+  # exit 0; 1 when events after --after were pruned (list, then watch from 0)`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := c.check(false); err != nil {
+				return err
+			}
+			if all && c.tenant != "" {
+				return fmt.Errorf("--all-tenants and --tenant exclude each other")
+			}
+			if all {
+				c.tenant = "*"
+			}
+			if watch {
+				return c.watchAbandoned(cmd.Context(), after)
+			}
+			return c.listAbandoned(cmd.Context(), after)
+		},
+	}
+	c.register(cmd, false)
+	fl := cmd.Flags()
+	fl.StringVar(&c.tenant, "tenant", "", "tenant whose claims to show (default: the credentials' tenant)")
+	fl.BoolVar(&all, "all-tenants", false, "every tenant's claims (an admin identity)")
+	fl.BoolVar(&watch, "watch", false, "stream the feed until interrupted")
+	fl.Uint64Var(&after, "after", 0, "start after this seq (the last one seen)")
+	return cmd
+}
+
+func (c *clientFlags) listAbandoned(ctx context.Context, after uint64) error {
+	out := abandonedList{Abandoned: []eventView{}}
+	err := c.call(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+		out.Abandoned = out.Abandoned[:0]
+		api := idempb.NewIdempotencyClient(conn)
+		for cursor := after; ; {
+			page, err := api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{Tenant: c.tenant, AfterSeq: cursor, PageSize: 1000})
+			if err != nil {
+				return err
+			}
+			for _, ev := range page.GetRecords() {
+				out.Abandoned = append(out.Abandoned, eventViewOf(ev))
+			}
+			if cursor = page.GetNextAfterSeq(); cursor == 0 {
+				return nil
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		return c.print(out, idempb.Outcome_OUTCOME_OK)
+	}
+	for _, ev := range out.Abandoned {
+		printEventText(ev)
+	}
+	return nil
+}
+
+// watchAbandoned streams the feed, moving to the next --addr (and back
+// round) when a node goes away, resuming after the last event printed.
+// It ends on SIGINT or SIGTERM (exit 0) or a refusal.
+func (c *clientFlags) watchAbandoned(ctx context.Context, after uint64) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	addrs, err := c.addrs()
+	if err != nil {
+		return err
+	}
+	cursor := after
+	for i := 0; ; i++ {
+		addr := addrs[i%len(addrs)]
+		err := c.watchFrom(ctx, addr, &cursor)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if st, _ := status.FromError(err); st.Code() != codes.Unavailable && st.Code() != codes.Canceled {
+			return failureOf(err, addr, c.timeout)
+		}
+		fmt.Fprintf(os.Stderr, "idemnode: %s: %v; resuming after seq %d\n", addr, status.Convert(err).Message(), cursor)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (c *clientFlags) watchFrom(ctx context.Context, addr string, cursor *uint64) error {
+	conn, err := c.dial(addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: %w", addr, err)
+	}
+	defer conn.Close()
+	stream, err := idempb.NewIdempotencyClient(conn).WatchAbandoned(ctx,
+		&idempb.WatchAbandonedRequest{Tenant: c.tenant, AfterSeq: *cursor})
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(os.Stdout)
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		for _, ev := range msg.GetEvents() {
+			if ev.GetSeq() <= *cursor {
+				continue
+			}
+			v := eventViewOf(ev)
+			if c.output == "json" {
+				err = enc.Encode(v)
+			} else {
+				printEventText(v)
+			}
+			if err != nil {
+				return runtimeError{fmt.Errorf("write output: %w", err)}
+			}
+		}
+		*cursor = max(*cursor, msg.GetCaughtUpSeq())
+	}
+}
+
+func printEventText(ev eventView) {
+	what := ev.Kind
+	if ev.Resolution != "" {
+		what = fmt.Sprintf("%s %s (of %d)", ev.Kind, ev.Resolution, ev.ResolvesSeq)
+	}
+	point := ""
+	if ev.RecoveryPoint != "" {
+		point = " point=" + ev.RecoveryPoint
+	}
+	fmt.Printf("%d %s %s/%s/%s token=%d attempt=%d lease_expired_at=%s%s at=%s\n",
+		ev.Seq, what, ev.Tenant, ev.Scope, ev.Key, ev.Token, ev.Attempt, ev.LeaseExpiresAt, point, ev.At)
+}

@@ -1,0 +1,134 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/idemnode/idemnode/internal/testutil"
+	"github.com/idemnode/idemnode/rpc/idempb"
+)
+
+// abandon claims key for tenant's caller with a short lease and lets it
+// lapse; it returns once the feed has reported it.
+func abandon(t *testing.T, c *caller, tenant, key string) {
+	t.Helper()
+	ctx := testCtx(t)
+	won, err := c.api.Claim(ctx, &idempb.ClaimRequest{Id: tenantID(tenant, key), Owner: "o", Fingerprint: []byte{1},
+		Lease: dur(100 * time.Millisecond)})
+	if err != nil || won.GetOutcome() != idempb.Outcome_OUTCOME_WON {
+		t.Fatalf("claim %s/%s: %v %v", tenant, key, won, err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the abandonment marked", func() bool {
+		page, err := c.api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{Tenant: tenant})
+		if err != nil {
+			t.Fatalf("list: %v", err)
+		}
+		for _, ev := range page.GetRecords() {
+			if ev.GetId().GetKey() == key {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// watchFirst opens a watch and returns its first message with events.
+func watchFirst(ctx context.Context, c *caller, req *idempb.WatchAbandonedRequest) (*idempb.WatchAbandonedResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	stream, err := c.api.WatchAbandoned(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil || len(msg.GetEvents()) > 0 {
+			return msg, err
+		}
+	}
+}
+
+func keysOf(evs []*idempb.AbandonedEvent) []string {
+	var out []string
+	for _, ev := range evs {
+		out = append(out, ev.GetId().GetTenant()+"/"+ev.GetId().GetKey())
+	}
+	return out
+}
+
+// TestAbandonedFeedIsTenantScoped: a tenant watches and lists its own
+// abandoned claims only; another tenant's, or every tenant's, needs an
+// admin identity, which sees every tenant's events in one sequence.
+func TestAbandonedFeedIsTenantScoped(t *testing.T) {
+	t.Parallel()
+	limits := DefaultLimits()
+	limits.MinLease = 100 * time.Millisecond
+	s := mustAuthServer(t, mustNode(t), limits)
+	ctx := testCtx(t)
+	acme, globex, ops := s.withToken(t, tokenAcme), s.withToken(t, tokenGlobex), s.withToken(t, tokenOps)
+	abandon(t, globex, "globex", "g1")
+	abandon(t, acme, "acme", "a1")
+
+	msg, err := watchFirst(ctx, acme, &idempb.WatchAbandonedRequest{})
+	if err != nil || fmt.Sprint(keysOf(msg.GetEvents())) != "[acme/a1]" || msg.GetCaughtUpSeq() != 2 {
+		t.Fatalf("acme's own feed: %v (caught up %d), %v", keysOf(msg.GetEvents()), msg.GetCaughtUpSeq(), err)
+	}
+	ev := msg.GetEvents()[0]
+	if ev.GetSeq() != 2 || ev.GetKind() != idempb.AbandonedEvent_KIND_ABANDONED || ev.GetToken() == 0 || ev.GetAttempt() != 1 ||
+		ev.GetLeaseExpiresAt() == nil || ev.GetAt() == nil || ev.GetKeepUntil().AsTime().Before(ev.GetAt().AsTime()) {
+		t.Fatalf("event %v", ev)
+	}
+	msg, err = watchFirst(ctx, ops, &idempb.WatchAbandonedRequest{Tenant: "*"})
+	if err != nil || fmt.Sprint(keysOf(msg.GetEvents())) != "[globex/g1 acme/a1]" {
+		t.Fatalf("the admin's feed of every tenant: %v, %v", keysOf(msg.GetEvents()), err)
+	}
+	list, err := ops.api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{Tenant: "*", PageSize: 1})
+	if err != nil || fmt.Sprint(keysOf(list.GetRecords())) != "[globex/g1]" || list.GetNextAfterSeq() != 1 {
+		t.Fatalf("first page of every tenant: %v next %d, %v", keysOf(list.GetRecords()), list.GetNextAfterSeq(), err)
+	}
+
+	_, err = watchFirst(ctx, acme, &idempb.WatchAbandonedRequest{Tenant: "globex"})
+	checkDenied(t, "acme watches globex", err, codes.PermissionDenied, ReasonTenantMismatch)
+	_, err = watchFirst(ctx, acme, &idempb.WatchAbandonedRequest{Tenant: "*"})
+	checkDenied(t, "acme watches every tenant", err, codes.PermissionDenied, ReasonAdminRequired)
+	_, err = acme.api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{Tenant: "globex"})
+	checkDenied(t, "acme lists globex", err, codes.PermissionDenied, ReasonTenantMismatch)
+	_, err = acme.api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{PageSize: 1001})
+	checkDenied(t, "a page too large", err, codes.InvalidArgument, ReasonInvalidField)
+	_, err = acme.api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{Tenant: "bad tenant"})
+	checkDenied(t, "a malformed tenant", err, codes.InvalidArgument, ReasonInvalidField)
+}
+
+// TestWatchRefusesAPrunedCursor: a cursor whose next events were pruned is
+// refused with OutOfRange FEED_PRUNED, never answered with a gap; after 0
+// starts at the oldest event kept.
+func TestWatchRefusesAPrunedCursor(t *testing.T) {
+	t.Parallel()
+	limits := DefaultLimits()
+	limits.MinLease, limits.MinTTL = 100*time.Millisecond, 100*time.Millisecond
+	node := mustNode(t)
+	_, conn := serveAPI(t, node, limits)
+	c := &caller{conn: conn, api: idempb.NewIdempotencyClient(conn)}
+	ctx := testCtx(t)
+	won, err := c.api.Claim(ctx, &idempb.ClaimRequest{Id: tenantID("", "short"), Owner: "o", Fingerprint: []byte{1},
+		Lease: dur(100 * time.Millisecond), Ttl: dur(200 * time.Millisecond)})
+	if err != nil || won.GetOutcome() != idempb.Outcome_OUTCOME_WON {
+		t.Fatalf("claim: %v %v", won, err)
+	}
+	// Abandoned, then expired, then both events pruned after the TTL.
+	testutil.WaitFor(t, 15*time.Second, "the feed pruned", func() bool {
+		st, err := c.api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{})
+		return err == nil && len(st.GetRecords()) == 0 && node.Machine().Meta().Feed.PrunedThrough >= 2
+	})
+	_, err = watchFirst(ctx, c, &idempb.WatchAbandonedRequest{AfterSeq: 1})
+	checkDenied(t, "a pruned cursor", err, codes.OutOfRange, ReasonFeedPruned)
+	abandon(t, c, "", "later")
+	msg, err := watchFirst(ctx, c, &idempb.WatchAbandonedRequest{})
+	if err != nil || fmt.Sprint(keysOf(msg.GetEvents())) != "[/later]" || msg.GetEvents()[0].GetSeq() != 3 {
+		t.Fatalf("from the oldest kept: %v, %v", msg, err)
+	}
+}
