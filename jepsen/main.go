@@ -60,7 +60,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.nemesis, "nemesis", "", "comma-separated faults, 'all' or 'none' (default from profile); known: "+faultNames())
 	fs.DurationVar(&cfg.quiet, "quiet", 4*time.Second, "mean quiet time between faults")
 	fs.DurationVar(&cfg.active, "active", 6*time.Second, "mean time a fault lasts")
-	fs.StringVar(&cfg.bug, "bug", "", "plant a known bug in every node (skip-fencing, stale-reads, follower-claims, applied-ahead)")
+	fs.StringVar(&cfg.bug, "bug", "", "plant a known bug in every node (skip-fencing, stale-reads, follower-claims, feed-replay, applied-ahead)")
 	fs.StringVar(&cfg.expect, "expect", "", "anomaly kinds (comma-separated) the run must report one of (with -bug): exit 0 only if found")
 	fs.StringVar(&cfg.out, "out", "", "results directory (default jepsen/results/<timestamp>)")
 	fs.IntVar(&cfg.subnet, "subnet", 77, "nodes listen on 127.0.<subnet>.11..15")

@@ -89,6 +89,7 @@ func (s *Server) WatchAbandoned(req *idempb.WatchAbandonedRequest, stream grpc.S
 	if cursor == 0 {
 		cursor = m.Meta().Feed.PrunedThrough // from the oldest event kept
 	}
+	cursor = s.replayFrom(cursor)
 	heartbeat := time.NewTicker(feedHeartbeat)
 	defer heartbeat.Stop()
 	announce := true // the first message says where the stream starts

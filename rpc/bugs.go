@@ -22,10 +22,13 @@ const (
 	// BugFollowerClaims lets a follower grant a claim on a key it sees
 	// absent locally, without going through Raft.
 	BugFollowerClaims = "follower-claims"
+	// BugFeedReplay resumes WatchAbandoned one event before the cursor, so
+	// a watcher that reconnects is handed its last event again.
+	BugFeedReplay = "feed-replay"
 )
 
 // PlantedBugs lists the valid planted-bug names.
-var PlantedBugs = []string{BugSkipFencing, BugStaleReads, BugFollowerClaims}
+var PlantedBugs = []string{BugSkipFencing, BugStaleReads, BugFollowerClaims, BugFeedReplay}
 
 // WithPlantedBug enables a planted bug (fault injection only).
 func WithPlantedBug(name string) (Option, error) {
@@ -66,3 +69,11 @@ func (s *Server) followerGrant(cmd *fsm.Command) (*idempb.ClaimResponse, bool) {
 
 // staleReadsPlanted reports whether BugStaleReads skips read barriers.
 func (s *Server) staleReadsPlanted(context.Context) bool { return s.bug == BugStaleReads }
+
+// replayFrom implements BugFeedReplay.
+func (s *Server) replayFrom(cursor uint64) uint64 {
+	if s.bug == BugFeedReplay && cursor > 0 {
+		return cursor - 1
+	}
+	return cursor
+}

@@ -20,12 +20,14 @@ cd "$(dirname "$0")/.."
 # nodes that the bug keeps from converging. skip-fencing's stale completion
 # is "fencing" when an operation that returned before it had shown the newer
 # token, and otherwise a history with no linearization (the model refuses
-# the stale token): both are the bug caught.
+# the stale token): both are the bug caught. feed-replay hands a watcher
+# that reconnects its last event of the abandoned feed again.
 selftest() {
 	local failed=0
 	for spec in skip-fencing:fencing,phantom-read,non-linearizable:partition-leader,pause:3s \
 		stale-reads:non-linearizable,stale-read:partition-leader,pause:3s \
 		follower-claims:duplicate-winner,lease-violation:partition-leader,pause:3s \
+		feed-replay:feed-duplicate:partition-leader,pause:3s \
 		applied-ahead:lost-write,early-regrant,duplicate-winner:kill-all:10m; do
 		local bug kind nemesis ttl
 		IFS=: read -r bug kind nemesis ttl <<<"$spec"

@@ -128,6 +128,9 @@ type Counts struct {
 	LinearizableKeys int
 	// Faults counts fault starts.
 	Faults int
+	// FeedEvents counts the abandoned feed's events handed to watchers,
+	// FeedPruned the cursors refused as pruned.
+	FeedEvents, FeedPruned int
 }
 
 // OK reports whether no anomaly was found.
@@ -161,6 +164,14 @@ func Check(events []history.Event, faults []history.Fault, opts Options) Report 
 	})
 	rep.Availability = availability(h, faults)
 	rep.Counts = h.counts(len(events), faults)
+	for _, e := range events {
+		switch e.F {
+		case history.FFeed:
+			rep.Counts.FeedEvents++
+		case history.FFeedPruned:
+			rep.Counts.FeedPruned++
+		}
+	}
 	rep.Counts.LinearizableKeys = okKeys
 	return rep
 }
@@ -178,6 +189,7 @@ func (r Report) Summary() string {
 		c.Events, c.Ops, c.Keys, c.Faults, c.LinearizableKeys)
 	fmt.Fprintf(&b, "outcomes: %s\n", formatCounts(c.ByType))
 	fmt.Fprintf(&b, "operations: %s\n", formatCounts(c.ByFunction))
+	fmt.Fprintf(&b, "abandoned feed: %d events handed to watchers, %d cursors refused as pruned\n", c.FeedEvents, c.FeedPruned)
 	writeGrouped(&b, "anomalies", r.Anomalies)
 	writeGrouped(&b, "warnings", r.Warnings)
 	r.Availability.write(&b)

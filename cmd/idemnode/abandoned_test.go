@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The JSON lines and list `abandoned` prints, spelled out so that a
+// renamed field fails.
+type feedEventJSON struct {
+	Seq           uint64 `json:"seq"`
+	Kind          string `json:"kind"`
+	Resolution    string `json:"resolution"`
+	ResolvesSeq   uint64 `json:"resolves_seq"`
+	Key           string `json:"key"`
+	Token         uint64 `json:"token"`
+	Attempt       uint32 `json:"attempt"`
+	RecoveryPoint string `json:"recovery_point"`
+}
+
+// watchCLI runs `abandoned --watch -o json` and hands over its lines.
+type watchCLI struct {
+	cmd   *exec.Cmd
+	lines chan feedEventJSON
+}
+
+func startWatch(t *testing.T, s *server, args ...string) *watchCLI {
+	t.Helper()
+	args = append(append([]string{"abandoned", "--watch", "--addr", s.grpc, "-o", "json"}, args...), s.clientFlags...)
+	cmd := exec.Command(binary, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &watchCLI{cmd: cmd, lines: make(chan feedEventJSON, 16)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var ev feedEventJSON
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				t.Errorf("watch printed %q: %v", sc.Text(), err)
+				continue
+			}
+			w.lines <- ev
+		}
+		close(w.lines)
+	}()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return w
+}
+
+func (w *watchCLI) next(t *testing.T) feedEventJSON {
+	t.Helper()
+	select {
+	case ev, ok := <-w.lines:
+		if !ok {
+			t.Fatal("the watch ended")
+		}
+		return ev
+	case <-time.After(15 * time.Second):
+		t.Fatal("no event from the watch in 15 s")
+	}
+	return feedEventJSON{}
+}
+
+// stop interrupts the watch, which exits 0.
+func (w *watchCLI) stop(t *testing.T) {
+	t.Helper()
+	if err := w.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cmd.Wait(); err != nil {
+		t.Fatalf("the watch exited with %v on SIGINT, want 0", err)
+	}
+}
+
+// TestAbandonedCLI: a claim whose lease lapses is listed and watched as
+// abandoned, its completion arrives as resolved, and a watch restarted with
+// --after the last seq printed repeats nothing; bad flags exit 2.
+func TestAbandonedCLI(t *testing.T) {
+	t.Parallel()
+	s := mustServer(t, "--min-lease", "100ms")
+	watch := startWatch(t, s)
+	var won claimJSON
+	s.cliJSON(0, &won, "claim", "--key", "ride", "--fingerprint", "aa", "--owner", "driver-1", "--lease", "200ms")
+	token := strconv.FormatUint(won.Token, 10)
+	var cp struct{ Outcome string }
+	s.cliJSON(0, &cp, "checkpoint", "--key", "ride", "--token", token, "--point", "charged")
+
+	ev := watch.next(t)
+	if ev.Kind != "abandoned" || ev.Key != "ride" || ev.Token != won.Token || ev.Attempt != 1 || ev.RecoveryPoint != "charged" {
+		t.Fatalf("watched %+v", ev)
+	}
+	var list struct {
+		Abandoned []feedEventJSON `json:"abandoned"`
+	}
+	s.cliJSON(0, &list, "abandoned")
+	if len(list.Abandoned) != 1 || list.Abandoned[0].Seq != ev.Seq {
+		t.Fatalf("abandoned now: %+v", list.Abandoned)
+	}
+
+	var done struct{ Outcome string }
+	s.cliJSON(0, &done, "complete", "--key", "ride", "--token", token, "--status", "201")
+	resolved := watch.next(t)
+	if resolved.Kind != "resolved" || resolved.Resolution != "completed" || resolved.ResolvesSeq != ev.Seq || resolved.Seq != ev.Seq+1 {
+		t.Fatalf("watched %+v after the completion", resolved)
+	}
+	watch.stop(t)
+	s.cliJSON(0, &list, "abandoned")
+	if len(list.Abandoned) != 0 {
+		t.Fatalf("abandoned after the completion: %+v", list.Abandoned)
+	}
+
+	again := startWatch(t, s, "--after", strconv.FormatUint(ev.Seq, 10))
+	if got := again.next(t); got.Seq != resolved.Seq {
+		t.Fatalf("a watch after %d starts with %+v", ev.Seq, got)
+	}
+	again.stop(t)
+
+	for _, bad := range [][]string{
+		{"--all-tenants", "--tenant", "acme"},
+		{"--tenant", "two words"},
+		{"-o", "yaml"},
+	} {
+		args := append([]string{"abandoned", "--addr", s.grpc}, bad...)
+		if _, stderr, code := cli(t, args...); code != exitUsage || stderr == "" {
+			t.Errorf("abandoned %v: exit %d, stderr %q; want %d and a message", bad, code, stderr, exitUsage)
+		}
+	}
+}
