@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"math"
 	"sync"
 )
 
@@ -150,6 +151,9 @@ func (m *Machine) FeedChanged() <-chan struct{} { return m.feed.wait() }
 // Events returns at most limit events numbered above after, in order,
 // as of the last commit.
 func (m *Machine) Events(after uint64, limit int) ([]*Event, error) {
+	if after == math.MaxUint64 {
+		return nil, nil // nothing is numbered above it (and after+1 would wrap)
+	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	encs, err := m.store.Events(after, limit)

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"math"
 	"testing"
 )
 
@@ -197,6 +198,17 @@ func TestEventsArePrunedAfterTheirRecord(t *testing.T) {
 	wantEvents(t, h.m, 0)
 	if f := h.m.Meta().Feed; f.PrunedThrough != 4 || f.Events != 0 || f.StreamBytes != 0 {
 		t.Fatalf("feed %+v", f)
+	}
+}
+
+func TestEventsAfterTheLastNumber(t *testing.T) {
+	h := newHarness(t)
+	h.apply(watched("a", "o1", lease10, ttl100, at(0)))
+	h.apply(expire(10, at(10)))
+	for _, after := range []uint64{1, 1 << 40, math.MaxUint64} {
+		if evs, err := h.m.Events(after, 10); err != nil || len(evs) != 0 {
+			t.Errorf("events after %d: %d, %v", after, len(evs), err)
+		}
 	}
 }
 

@@ -52,7 +52,7 @@ func (s *Server) scopeOf(ctx context.Context, tenant string) (feedScope, error) 
 		}
 		return feedScope{all: true}, nil
 	}
-	if err := checkTenant(tenant, s.limits.MaxTenant); err != nil {
+	if err := checkASCII("tenant", tenant, 0, s.limits.MaxTenant, '!', ruleTenant); err != nil {
 		return feedScope{}, err
 	}
 	if !authenticated {

@@ -44,10 +44,10 @@ import urllib.parse
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Callable, NamedTuple, Optional, Sequence, Union
+from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 __all__ = ["Client", "RecordId", "Response", "Claim", "Record", "Extended", "Read",
-           "DoResult", "IdemnodeError", "MismatchError", "InProgressError", "FencedError", "ExpiredError"]
+           "AbandonedEvent", "FeedUpdate", "DoResult", "IdemnodeError", "MismatchError", "InProgressError", "FencedError", "ExpiredError"]
 
 Duration = Union[None, int, float, str, timedelta]
 
@@ -107,6 +107,33 @@ class Read:
     """The answer of get ("ok" or "not_found") and wait ("completed", "not_found", "in_progress")."""
     outcome: str
     record: Optional[Record]
+
+
+class AbandonedEvent(NamedTuple):
+    """One event of the feed of abandoned claims (docs/API.md, "Abandoned claims").
+
+    kind is "abandoned" (the lease ran out while pending, without complete or
+    release: the side effect may or may not have run) or "resolved"
+    (resolution: "completed", "released", "taken_over" or "expired";
+    resolves_seq: the abandoned event it settles)."""
+    seq: int
+    kind: str
+    resolution: str
+    resolves_seq: int
+    id: RecordId
+    token: int
+    attempt: int
+    recovery_point: str
+    lease_expires_at: Optional[datetime]
+    at: Optional[datetime]
+    keep_until: Optional[datetime]
+
+
+class FeedUpdate(NamedTuple):
+    """What watch_abandoned yields: events in increasing seq, and the cursor
+    to keep (every event of the watched tenant up to it was yielded)."""
+    events: List[AbandonedEvent]
+    caught_up_seq: int
 
 
 @dataclass
@@ -194,6 +221,14 @@ def _record(m: Optional[dict]) -> Optional[Record]:
                   base64.b64decode(m["fingerprint"]), int(m["token"]), m["attempt"],
                   _time(m["leaseExpiresAt"]), _time(m["createdAt"]), _time(m["expiresAt"]),
                   _time(m["completedAt"]), _response(m["response"]))
+
+
+def _event(m: dict) -> AbandonedEvent:
+    resolution = m["resolution"].removeprefix("RESOLUTION_").lower()
+    return AbandonedEvent(int(m["seq"]), m["kind"].removeprefix("KIND_").lower(),
+                          "" if resolution == "unspecified" else resolution, int(m["resolvesSeq"]),
+                          RecordId(**m["id"]), int(m["token"]), m["attempt"], m["recoveryPoint"],
+                          _time(m["leaseExpiresAt"]), _time(m["at"]), _time(m["keepUntil"]))
 
 
 def _error(status: int, headers, raw: bytes) -> IdemnodeError:
@@ -352,6 +387,67 @@ class Client:
             body["timeout"] = _duration(t)
         m = self._call("POST", "/v1/wait", body, wait=t if t and t > 0 else 30.0)
         return Read(_outcome(m["outcome"]), _record(m["record"]))
+
+    def list_abandoned(self, tenant: str = "", after: int = 0, page_size: int = 0) -> Tuple[List[AbandonedEvent], int]:
+        """One page of the records abandoned now, each as the event that
+        reported it, and the `after` of the next page (0: the last page).
+        tenant "" is the caller's, "*" every tenant's (an admin identity)."""
+        body = {"tenant": tenant, "afterSeq": str(after), "pageSize": page_size}
+        m = self._call("POST", "/v1/list_abandoned", body)
+        return [_event(e) for e in m["records"]], int(m["nextAfterSeq"])
+
+    def watch_abandoned(self, tenant: str = "", after: int = 0, idle: float = 45.0) -> Iterator[FeedUpdate]:
+        """Follows the feed of abandoned claims from the first event after
+        `after`, yielding FeedUpdates until the caller stops iterating. A
+        stream that breaks, or is silent for `idle` seconds (the server
+        repeats its cursor every 15 s), is resumed on the next node from the
+        last cursor yielded, so no event is missed or yielded twice: store
+        caught_up_seq once an update is handled, and pass it as `after` when
+        the watcher restarts. Raises IdemnodeError for a refusal (reason
+        FEED_PRUNED: list the records abandoned now, then watch from 0)."""
+        cursor, attempt = after, 0
+        while True:
+            url = self.urls[self._next % len(self.urls)]
+            try:
+                for up in self._stream(url, tenant, cursor, idle):
+                    attempt = 0
+                    if up.caught_up_seq <= cursor and not up.events:
+                        continue  # the stream's start, or a heartbeat
+                    yield up
+                    cursor = max(cursor, up.caught_up_seq)
+            except (OSError, http.client.HTTPException):
+                pass  # refused, reset or silent: the next node
+            except IdemnodeError as e:
+                if e.code != 14:  # Unavailable (a node shutting down) is resumed elsewhere
+                    raise
+            self._next += 1
+            attempt += 1
+            time.sleep(random.uniform(0.025, 0.05 * 2 ** min(attempt, 4)))
+
+    def _stream(self, url: str, tenant: str, after: int, idle: float) -> Iterator[FeedUpdate]:
+        """One WatchAbandoned stream: newline-delimited {"result": ...} objects."""
+        u = urllib.parse.urlsplit(url)
+        conn_class = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+        conn = conn_class(u.netloc, timeout=idle)
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        try:
+            conn.request("POST", u.path.rstrip("/") + "/v1/watch_abandoned",
+                         body=json.dumps({"tenant": tenant, "afterSeq": str(after)}).encode(), headers=headers)
+            r = conn.getresponse()
+            if r.status != 200:
+                raise _error(r.status, r.headers, r.read())
+            for line in r:
+                if not line.strip():
+                    continue
+                m = json.loads(line)
+                if "error" in m:
+                    raise _error(400, {}, json.dumps(m["error"]).encode())
+                res = m["result"]
+                yield FeedUpdate([_event(e) for e in res.get("events", [])], int(res["caughtUpSeq"]))
+        finally:
+            conn.close()
 
     def status(self) -> dict:
         """The answering node's view: node_id, state (leader, follower, ...),

@@ -113,6 +113,46 @@ class LiveTest(unittest.TestCase):
             self.c.checkpoint(id, taken.token, "two words")
         self.assertEqual((bad.exception.reason, bad.exception.metadata.get("field")), ("INVALID_FIELD", "point"))
 
+    def first_update(self, watch, match, timeout=20.0):
+        """The first FeedUpdate of watch with an event that match accepts,
+        and that event; fails after timeout (the watch runs in a thread: an
+        idle stream yields nothing)."""
+        found = []
+        done = threading.Event()
+
+        def follow():
+            for up in watch:
+                hits = [e for e in up.events if match(e)]
+                if hits:
+                    found.append((up, hits[0]))
+                    done.set()
+                    return
+        threading.Thread(target=follow, daemon=True).start()
+        if not done.wait(timeout):
+            self.fail(f"no matching event in {timeout} s")
+        return found[0]
+
+    def test_abandoned_feed(self):
+        id, fp = new_id("abandoned"), b"ride"
+        won = self.c.claim(id, fp, "driver-1", lease="1s")
+        self.assertEqual(self.c.checkpoint(id, won.token, "charged", b"ch_1"), "ok")
+        # The holder dies: its lease runs out and the feed reports it once.
+        up, ev = self.first_update(self.c.watch_abandoned("py-tests"), lambda e: e.id == id)
+        self.assertEqual((ev.kind, ev.token, ev.attempt, ev.recovery_point), ("abandoned", won.token, 1, "charged"))
+        self.assertGreaterEqual(up.caught_up_seq, ev.seq)
+        listed, _ = self.c.list_abandoned("py-tests", page_size=1000)
+        self.assertIn(ev.seq, [e.seq for e in listed])
+        # The next claim takes it over and resumes: the feed says it is resolved,
+        # and a watch resumed from the cursor does not repeat the abandonment.
+        taken = self.c.claim(id, fp, "driver-2")
+        self.assertEqual((taken.outcome, taken.recovery_point), ("won", ("charged", b"ch_1")))
+        _, res = self.first_update(self.c.watch_abandoned("py-tests", after=up.caught_up_seq),
+                                   lambda e: e.id == id)
+        self.assertEqual((res.kind, res.resolution, res.resolves_seq, res.token), ("resolved", "taken_over", ev.seq, taken.token))
+        with self.assertRaises(IdemnodeError) as bad:
+            self.c.list_abandoned("two words")
+        self.assertEqual((bad.exception.reason, bad.exception.metadata.get("field")), ("INVALID_FIELD", "tenant"))
+
     def test_wait(self):
         id = new_id("wait")
         self.assertEqual(self.c.wait(id, timeout=1).outcome, "not_found")
