@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -96,6 +97,11 @@ func (s *Server) WatchAbandoned(req *idempb.WatchAbandonedRequest, stream grpc.S
 	for {
 		changed := m.FeedChanged()
 		msg, next, err := readFeed(m, scope, cursor)
+		var pruned *errPruned
+		if errors.As(err, &pruned) && req.GetAfterSeq() == 0 && announce {
+			cursor = pruned.pruned // "from the oldest kept", which moved on meanwhile
+			continue
+		}
 		if err != nil {
 			return toStatus(err, s.log)
 		}

@@ -64,14 +64,21 @@ type Store struct {
 	// retries it forever) returns instead.
 	brk *breaker
 
-	// mu guards meta and expLow.
+	// mu guards meta, expLow and insertedLow.
 	mu   sync.Mutex
 	meta fsm.Meta
 	// expLow is at or below every expiry key stored: Due and NextExpiry
 	// start there, past the delete markers earlier Expires left, which
 	// Pebble would otherwise step over one by one until compaction drops
-	// them (a queue's classic cost in an LSM).
+	// them (a queue's classic cost in an LSM). Completions leave such
+	// markers too: a watched record's entry moves from its lease end to its
+	// expiry (fsm/abandon.go).
 	expLow []byte
+	// peekMu lets one NextExpiry at a time raise expLow; insertedLow is the
+	// lowest expiry key committed since it read expLow (see peekExpiry).
+	peekMu      sync.Mutex
+	insertedLow []byte
+	peeking     bool
 
 	// unflushed knows which records may be in a memtable.
 	unflushed *unflushed
@@ -287,8 +294,18 @@ func get(r reader, key []byte, fail func(string, error) error) ([]byte, bool, er
 // Due returns at most limit records expiring at or before t, in (expiry,
 // key) order.
 func (s *Store) Due(t int64, limit int) ([][]byte, error) {
+	s.mu.Lock()
+	low := s.expLow
+	s.mu.Unlock()
 	var out [][]byte
-	err := s.walkExpiry(true, func(at int64, key []byte) (bool, error) {
+	first := true
+	err := s.walkExpiry(low, func(at int64, key []byte) (bool, error) {
+		if first {
+			// Due runs on the committing goroutine: no commit inserts a
+			// key below the first entry while it walks.
+			s.raiseExpLow(low, expiryKey(at, key))
+			first = false
+		}
 		if at > t || len(out) >= limit {
 			return false, nil
 		}
@@ -321,42 +338,66 @@ func (s *Store) Events(after uint64, limit int) ([][]byte, error) {
 	return out, nil
 }
 
-// NextExpiry returns the earliest expiry stored.
+// NextExpiry returns the earliest expiry stored, and moves expLow up to it
+// (peekExpiry), so the delete markers below it are stepped over once.
 func (s *Store) NextExpiry() (int64, bool, error) {
+	s.peekMu.Lock()
+	defer s.peekMu.Unlock()
+	low := s.startPeek()
 	var next int64
 	var found bool
-	err := s.walkExpiry(false, func(at int64, _ []byte) (bool, error) {
+	var first []byte
+	err := s.walkExpiry(low, func(at int64, key []byte) (bool, error) {
 		next, found = at, true
+		first = expiryKey(at, key)
 		return false, nil
 	})
+	s.endPeek(low, first)
 	return next, found, err
 }
 
-// walkExpiry calls fn for each expiry index entry from expLow on, until fn
-// says stop; with raise, it moves expLow up to the first entry found. Only
-// Due raises, because only the goroutine that commits may: a walk from
-// another goroutine (NextExpiry, the leader's ticker) could raise expLow
-// past a key a commit inserted between its read of expLow and its first
-// entry, hiding that key from every later Expire on this node alone.
-func (s *Store) walkExpiry(raise bool, fn func(at int64, key []byte) (bool, error)) error {
+// startPeek reads expLow and starts recording the lowest expiry key that
+// commits insert meanwhile.
+func (s *Store) startPeek() []byte {
 	s.mu.Lock()
-	low := s.expLow
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	s.peeking, s.insertedLow = true, nil
+	return s.expLow
+}
+
+// endPeek moves expLow from low up to first, the first entry a walk from
+// low found, unless a commit lowered it meanwhile. NextExpiry runs beside
+// the commits (the leader's ticker), so a commit may have inserted a key
+// between low and first that the walk did not see: expLow goes no higher
+// than the lowest key inserted since startPeek. With nothing found, it
+// stays.
+func (s *Store) endPeek(low, first []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	inserted := s.insertedLow
+	s.peeking, s.insertedLow = false, nil
+	if first == nil || !bytes.Equal(s.expLow, low) {
+		return
+	}
+	if inserted != nil && bytes.Compare(inserted, first) < 0 {
+		first = inserted
+	}
+	s.expLow = first
+}
+
+// walkExpiry calls fn for each expiry index entry from low on, until fn
+// says stop.
+func (s *Store) walkExpiry(low []byte, fn func(at int64, key []byte) (bool, error)) error {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: low, UpperBound: prefixEnd(prefixExpiry)})
 	if err != nil {
 		return s.fail("read the expiry index", err)
 	}
-	first := true
 	for it.First(); it.Valid(); it.Next() {
 		at, key, err := parseExpiryKey(it.Key())
 		if err != nil {
 			it.Close()
 			return s.fail("read the expiry index", fmt.Errorf("%w: %w", ErrCorrupt, err))
 		}
-		if first && raise {
-			s.raiseExpLow(low, it.Key())
-		}
-		first = false
 		more, err := fn(at, key)
 		if err != nil || !more {
 			it.Close()
@@ -441,6 +482,9 @@ func (s *Store) Commit(c *fsm.Changes) error {
 	s.meta = c.Meta
 	if lowest != nil && bytes.Compare(lowest, s.expLow) < 0 {
 		s.expLow = lowest
+	}
+	if lowest != nil && s.peeking && (s.insertedLow == nil || bytes.Compare(lowest, s.insertedLow) < 0) {
+		s.insertedLow = lowest
 	}
 	s.mu.Unlock()
 	return nil
