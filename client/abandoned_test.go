@@ -92,18 +92,7 @@ func TestAbandonedFeedAcrossFailover(t *testing.T) {
 	go func() { watched <- cl.WatchAbandoned(watchCtx, "acme", 0, feed.add) }()
 
 	var charges, receipts atomic.Int64
-	ride := func(ctx context.Context) (client.Response, error) {
-		run, _ := client.RunFrom(ctx)
-		charge, resumed := run.Resume()
-		if !resumed {
-			charge = client.RecoveryPoint{Name: "charged", Data: []byte(fmt.Sprint("ch_", charges.Add(1)))}
-			if err := run.Checkpoint(ctx, charge.Name, charge.Data); err != nil {
-				return client.Response{}, err
-			}
-		}
-		receipts.Add(1)
-		return client.Response{Status: 201, Body: charge.Data}, nil
-	}
+	ride := twoStepRide(&charges, &receipts)
 	// dies claims id, charges, records the checkpoint and stops there.
 	dies := func(id client.ID) uint64 {
 		won, err := cl.Claim(ctx, id, []byte("ride"), client.WithLease(time.Second))

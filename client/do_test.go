@@ -263,13 +263,11 @@ func TestDoUnstorableResponseReleases(t *testing.T) {
 // step, and dies before the receipt (no release: its lease runs out). The
 // next Do takes the record over and resumes after the charge: the card is
 // charged once, the receipt sent once.
-func TestDoResumesAfterACrashBetweenSteps(t *testing.T) {
-	t.Parallel()
-	cl := newClient(t, shared)
-	ctx := testCtx(t)
-	id, fp := newID(), []byte("ride")
-	var charges, receipts atomic.Int64
-	ride := func(ctx context.Context) (client.Response, error) {
+// twoStepRide charges a card (counted in charges, recorded as the point
+// "charged" with the charge's id) and sends a receipt (counted in
+// receipts); a run that resumes after "charged" does not charge again.
+func twoStepRide(charges, receipts *atomic.Int64) func(context.Context) (client.Response, error) {
+	return func(ctx context.Context) (client.Response, error) {
 		run, _ := client.RunFrom(ctx)
 		charge, resumed := run.Resume()
 		if !resumed {
@@ -281,6 +279,15 @@ func TestDoResumesAfterACrashBetweenSteps(t *testing.T) {
 		receipts.Add(1)
 		return client.Response{Status: 201, Body: charge.Data}, nil
 	}
+}
+
+func TestDoResumesAfterACrashBetweenSteps(t *testing.T) {
+	t.Parallel()
+	cl := newClient(t, shared)
+	ctx := testCtx(t)
+	id, fp := newID(), []byte("ride")
+	var charges, receipts atomic.Int64
+	ride := twoStepRide(&charges, &receipts)
 
 	// The first holder, by hand: claims, charges, records it, dies.
 	won, err := cl.Claim(ctx, id, fp, client.WithLease(time.Second))
