@@ -47,7 +47,7 @@ func (t *tx) resolveAbandoned(old, next *Record) {
 	about := old
 	if next != nil {
 		next.Abandoned = 0
-		if !next.Tombstone {
+		if how != ResolvedExpired {
 			about = next // completed, given up or taken over: what it is now
 		}
 	}
@@ -91,19 +91,17 @@ func (t *tx) emit(r *Record, kind EventKind, how Resolution, resolves uint64) *E
 	return ev
 }
 
-// pruneEvents drops up to limit of the oldest stored events that are past
+// pruneEvents drops up to limit of the oldest events that are past
 // KeepUntil, stopping at the first that is not (so the kept events are
 // always every event after PrunedThrough) or that is still a record's mark.
+// It sees the events this group added as well as the store's, so how raft
+// groups the entries cannot change what is pruned.
 func (t *tx) pruneEvents(limit int) int {
 	if limit <= 0 || t.meta.Feed.Events == 0 {
 		return 0
 	}
-	stored, err := t.store.Events(t.meta.Feed.PrunedThrough, limit)
-	if err != nil {
-		panic(fmt.Sprintf("fsm: read the feed: %v", err))
-	}
 	pruned := 0
-	for _, enc := range stored {
+	for _, enc := range t.oldestEvents(limit) {
 		ev := mustEvent(enc)
 		if ev.KeepUntil > t.meta.Now {
 			break
@@ -117,6 +115,29 @@ func (t *tx) pruneEvents(limit int) int {
 		pruned++
 	}
 	return pruned
+}
+
+// oldestEvents returns up to limit encoded events after PrunedThrough, in
+// order: the store's, then those this group added (numbered after every
+// stored one). Events this group pruned are at or below PrunedThrough.
+func (t *tx) oldestEvents(limit int) [][]byte {
+	after := t.meta.Feed.PrunedThrough
+	out, err := t.store.Events(after, limit)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: read the feed: %v", err))
+	}
+	if len(out) > 0 {
+		after = mustEvent(out[len(out)-1]).Seq
+	}
+	for _, ch := range t.events {
+		if len(out) == limit {
+			break
+		}
+		if ch.New != nil && ch.Seq > after {
+			out = append(out, ch.New)
+		}
+	}
+	return out
 }
 
 // feedSignal wakes the feed's readers at each commit that adds events.
@@ -177,7 +198,9 @@ func (m *Machine) Events(after uint64, limit int) ([]*Event, error) {
 // tenant, or of every tenant when all), and the number to continue after
 // (0 when the feed has no more).
 func (m *Machine) AbandonedNow(tenant string, all bool, after uint64, scan int) ([]*Event, uint64, error) {
-	evs, err := m.Events(after, scan)
+	// Nothing at or below PrunedThrough is kept: start past the store's
+	// delete markers of pruned events.
+	evs, err := m.Events(max(after, m.Meta().Feed.PrunedThrough), scan)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"testing"
 )
@@ -198,6 +200,47 @@ func TestEventsArePrunedAfterTheirRecord(t *testing.T) {
 	wantEvents(t, h.m, 0)
 	if f := h.m.Meta().Feed; f.PrunedThrough != 4 || f.Events != 0 || f.StreamBytes != 0 {
 		t.Fatalf("feed %+v", f)
+	}
+}
+
+// TestPruningDoesNotDependOnGrouping: an Expire prunes the events that
+// entries of its own group added exactly as it prunes committed ones, so a
+// replica that applies the log in other groups (a follower catching up, a
+// restart replaying it) holds the same feed.
+func TestPruningDoesNotDependOnGrouping(t *testing.T) {
+	log := []*Command{
+		watched("a", "o1", lease10, ttl100, at(0)),
+		expire(10, at(10)),                             // 1 abandoned a
+		complete("a", tok(1), resp(200, "ok"), at(11)), // 2 resolved a, kept until 111
+		expire(10, at(200)),
+	}
+	one, grouped := NewMachine(), NewMachine()
+	var entries []Entry
+	for i, c := range log {
+		one.Apply(uint64(i+1), c)
+		entries = append(entries, Entry{Index: uint64(i + 1), Cmd: c})
+	}
+	grouped.ApplyEntries(entries[:2])
+	grouped.ApplyEntries(entries[2:])
+	if one.Meta().Feed != grouped.Meta().Feed || one.Digest() != grouped.Digest() {
+		t.Fatalf("feed %+v applied entry by entry, %+v in groups", one.Meta().Feed, grouped.Meta().Feed)
+	}
+	if f := one.Meta().Feed; f.PrunedThrough != 2 || f.Events != 0 {
+		t.Fatalf("feed %+v, want both events pruned", f)
+	}
+}
+
+// TestExpiredResolutionNamesTheAbandonedHolder: a new claim that replaces
+// an expired abandoned record resolves it as expired, about the holder
+// that abandoned it, not the new claimant.
+func TestExpiredResolutionNamesTheAbandonedHolder(t *testing.T) {
+	h := newHarness(t)
+	token := h.apply(watched("a", "o1", lease10, ttl100, at(0))).Record.Token
+	h.apply(expire(10, at(10)))
+	h.want(h.apply(watched("a", "o2", lease10, ttl100, at(100))), OutcomeWon)
+	evs := wantEvents(t, h.m, 1, "2 resolved a expired of 1")
+	if evs[0].Token != token || evs[0].Attempt != 1 {
+		t.Fatalf("the expired resolution names token %d attempt %d, want the abandoned holder's %d", evs[0].Token, evs[0].Attempt, token)
 	}
 }
 
@@ -424,4 +467,58 @@ func hasType(c *Command, typ CommandType) bool {
 		}
 	}
 	return false
+}
+
+// craftFeedSnapshot writes a version 4 stream of recs and evs with the feed
+// numbered to seq and pruned through pruned, with a valid Sum and CRC, so
+// that only the feed's checks can refuse it.
+func craftFeedSnapshot(recs []*Record, seq, pruned uint64, evs ...*Event) []byte {
+	var e encoder
+	e.buf = append(e.buf, snapshotMagic...)
+	e.uvarint(SnapshotVersion)
+	e.varint(at(0))
+	e.uvarint(0) // applied index
+	e.uvarint(0) // term
+	e.uvarint(uint64(len(recs)))
+	e.uvarint(seq)
+	e.uvarint(pruned)
+	e.uvarint(1) // total abandoned
+	e.uvarint(uint64(len(evs)))
+	var sum Sum
+	for _, r := range recs {
+		enc := EncodeRecord(r)
+		sum.add(recordHash(enc))
+		e.bytes(enc)
+	}
+	for _, ev := range evs {
+		enc := EncodeEvent(ev)
+		sum.add(eventHash(enc))
+		e.bytes(enc)
+	}
+	e.buf = append(e.buf, sum[:]...)
+	return binary.BigEndian.AppendUint32(e.buf, crc32.Checksum(e.buf, crcTable))
+}
+
+// TestRestoreChecksTheFeed: a stream's events must be every event after
+// the pruned ones, in order, and each record's abandonment mark must be a
+// kept abandonment of that record.
+func TestRestoreChecksTheFeed(t *testing.T) {
+	marked := rec(func(r *Record) { r.Watched, r.Abandoned = true, 2 })
+	abandonedOf := func(seq uint64, k RecordKey) *Event {
+		return &Event{Seq: seq, Kind: EventAbandoned, RecordKey: k, Token: 1, Attempt: 1, At: at(0), KeepUntil: at(100)}
+	}
+	good := craftFeedSnapshot([]*Record{marked}, 2, 1, abandonedOf(2, marked.RecordKey))
+	if m := restored(t, good); m.Meta().Feed.Abandoned != 1 || m.Meta().Feed.Events != 1 {
+		t.Fatalf("a valid feed restored as %+v", m.Meta().Feed)
+	}
+	other := RecordKey{Tenant: testTenant, Scope: testScope, Key: "other"}
+	for name, snap := range map[string][]byte{
+		"an event missing":          craftFeedSnapshot(nil, 3, 1, abandonedOf(2, other)),
+		"a gap":                     craftFeedSnapshot(nil, 3, 0, abandonedOf(1, other), abandonedOf(3, other)),
+		"a mark without its event":  craftFeedSnapshot([]*Record{marked}, 3, 2, abandonedOf(3, other)),
+		"a mark on another's event": craftFeedSnapshot([]*Record{marked}, 2, 1, abandonedOf(2, other)),
+		"a mark in version 3":       craftSnapshot(at(0), marked),
+	} {
+		mustRefuse(t, snap, "%s", name)
+	}
 }

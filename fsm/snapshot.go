@@ -30,8 +30,8 @@ import (
 // count, uvarint(seq) uvarint(pruned through) uvarint(total abandoned)
 // uvarint(event count), and after the records the events, length-prefixed
 // in order of number, before the Sum (which covers them). A state that
-// never had an event is written as version 3, which releases before the
-// feed read.
+// never had an event is written as version 3 (which releases before the
+// feed read, as long as no record in it watches for abandonment).
 //
 // Versions 1 (records in key order) and 2 (records in (expires_at, key)
 // order, what the in-memory releases wrote) are still read, so a backup of
@@ -247,7 +247,9 @@ func readHeader(r *hashingReader, version int) (snapshotHeaderFields, error) {
 			return h, fmt.Errorf("read snapshot feed: %w", ErrTruncated)
 		}
 	}
-	if h.feed.PrunedThrough > h.feed.Seq || h.feed.Events > h.feed.Seq-h.feed.PrunedThrough {
+	// Pruning goes oldest first, so the events kept are every event after
+	// PrunedThrough.
+	if h.feed.PrunedThrough > h.feed.Seq || h.feed.Events != h.feed.Seq-h.feed.PrunedThrough {
 		return h, fmt.Errorf("%w: snapshot feed: %d events after %d up to %d", ErrMalformed, h.feed.Events, h.feed.PrunedThrough, h.feed.Seq)
 	}
 	return h, nil
@@ -263,10 +265,13 @@ type load struct {
 	legacy  hash.Hash
 	prevKey []byte
 	prev    *Record
+	// marks maps the events that mark records abandoned to their records,
+	// until events finds each.
+	marks map[uint64]RecordKey
 }
 
 func newLoad(b Builder, version int, hdr snapshotHeaderFields) *load {
-	ld := &load{b: b, version: version, usage: map[string]Usage{}}
+	ld := &load{b: b, version: version, usage: map[string]Usage{}, marks: map[uint64]RecordKey{}}
 	if version == snapshotVersionExpiryOrder {
 		ld.legacy = sha256.New()
 		var e encoder
@@ -292,6 +297,9 @@ func (ld *load) records(r *hashingReader, count uint64, meta *Meta) error {
 			return fmt.Errorf("store snapshot record %d: %w", i, err)
 		}
 		meta.account(rec, enc, 1)
+		if rec.Abandoned != 0 {
+			ld.marks[rec.Abandoned] = rec.RecordKey
+		}
 		u, c := ld.usage[rec.Tenant], cost(rec)
 		u.Keys += c.Keys
 		u.Bytes += c.Bytes
@@ -318,14 +326,23 @@ func (ld *load) events(r *hashingReader, feed FeedMeta, meta *Meta) error {
 		if err != nil {
 			return fmt.Errorf("snapshot event %d of %d: %w", i, feed.Events, err)
 		}
-		if ev.Seq <= prev || ev.Seq > feed.Seq {
-			return fmt.Errorf("%w: snapshot event %d numbered %d after %d (last %d)", ErrMalformed, i, ev.Seq, prev, feed.Seq)
+		if ev.Seq != prev+1 {
+			return fmt.Errorf("%w: snapshot event %d numbered %d after %d", ErrMalformed, i, ev.Seq, prev)
+		}
+		if k, marked := ld.marks[ev.Seq]; marked {
+			if ev.Kind != EventAbandoned || k != ev.RecordKey {
+				return fmt.Errorf("%w: record %q is marked by event %d, which is not its abandonment", ErrMalformed, k.Key, ev.Seq)
+			}
+			delete(ld.marks, ev.Seq)
 		}
 		if err := ld.b.PutEvent(ev.Seq, enc); err != nil {
 			return fmt.Errorf("store snapshot event %d: %w", i, err)
 		}
 		meta.accountEvent(enc, 1)
 		prev = ev.Seq
+	}
+	for seq, k := range ld.marks {
+		return fmt.Errorf("%w: record %q is marked by event %d, which the stream does not hold", ErrMalformed, k.Key, seq)
 	}
 	return nil
 }

@@ -93,12 +93,12 @@ func (s *Server) WatchAbandoned(req *idempb.WatchAbandonedRequest, stream grpc.S
 	cursor = s.replayFrom(cursor)
 	heartbeat := time.NewTicker(feedHeartbeat)
 	defer heartbeat.Stop()
-	announce := true // the first message says where the stream starts
+	announce, started := true, false // the first message says where the stream starts
 	for {
 		changed := m.FeedChanged()
 		msg, next, err := readFeed(m, scope, cursor)
 		var pruned *errPruned
-		if errors.As(err, &pruned) && req.GetAfterSeq() == 0 && announce {
+		if errors.As(err, &pruned) && req.GetAfterSeq() == 0 && !started {
 			cursor = pruned.pruned // "from the oldest kept", which moved on meanwhile
 			continue
 		}
@@ -110,7 +110,7 @@ func (s *Server) WatchAbandoned(req *idempb.WatchAbandonedRequest, stream grpc.S
 				return err
 			}
 		}
-		announce = false
+		announce, started = false, true
 		more := next-cursor >= feedBatch
 		cursor = next
 		if more {

@@ -28,8 +28,8 @@ var formatVersions = []formatVersion{
 	// fsm/encoding.go: commandFormat; commandFormatV1 (no checksum) is read.
 	{Name: "log_command", Writes: 2, ReadsFrom: 1},
 	// fsm/snapshot.go: version 4, records in key order and the abandoned
-	// feed (a state that never had an event writes 3, as releases before
-	// the feed did); 1 and 2 (the in-memory releases' streams) are read. The backup file (snapshot
+	// feed (a state that never had an event writes 3); 1 and 2 (the
+	// in-memory releases' streams) are read. The backup file (snapshot
 	// save/restore) is this same stream.
 	{Name: "snapshot_stream", Writes: fsm.SnapshotVersion, ReadsFrom: 1},
 	// store/keys.go: the on-disk layout of the records (Pebble); a data
