@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for a bounded time each (FUZZTIME, default 20s):
-# command decoding, snapshot restore, request validation, and the HTTP
+# command decoding, snapshot restore, the abandoned feed's events, request validation, and the HTTP
 # middleware's key parsing and JSON canonicalisation. New crashers land in
 # the package's testdata/fuzz/ and fail the run.
 set -euo pipefail
@@ -15,6 +15,7 @@ minimize="${FUZZMINIMIZETIME:-1s}"
 targets=(
 	"./fsm FuzzDecodeCommand"
 	"./fsm FuzzRestore"
+	"./fsm FuzzDecodeEvent"
 	"./rpc FuzzValidateRequests"
 	"./idemhttp FuzzParseKey"
 	"./idemhttp FuzzCanonicalJSON"
