@@ -97,6 +97,13 @@ func (ta *tally) add(err error) string {
 	return what
 }
 
+// refusedBoth reports whether the tally holds both limits' refusals.
+func (ta *tally) refusedBoth() bool {
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	return ta.counts[rpc.ReasonRateLimited] > 0 && ta.counts[rpc.ReasonQuotaExceeded] > 0
+}
+
 // limitReason returns the reason of a RATE_LIMITED or QUOTA_EXCEEDED
 // refusal with a positive retry hint, "" for anything else.
 func limitReason(err error) string {
@@ -132,12 +139,19 @@ func TestFloodedTenantDoesNotStarveOthers(t *testing.T) {
 	noisy, quiet := newTally(), newTally()
 	id := func(key string) *idempb.RecordId { return &idempb.RecordId{Scope: "POST /v1/charges", Key: key} }
 
-	// Phase 1: claims. noisy: 6 callers as fast as they can for 1.5 s.
+	// Phase 1: claims. noisy: 24 callers as fast as they can for 1.5 s, and
+	// on until both its limits refused it (at most 15 s): a claim refused
+	// for quota goes through Raft, and under the race detector on a loaded
+	// machine 6 callers did not reach the rate in 1.5 s.
 	var wg sync.WaitGroup
-	floodEnd := time.Now().Add(1500 * time.Millisecond)
-	for w := range 6 {
+	floodEnd, hardEnd := time.Now().Add(1500*time.Millisecond), time.Now().Add(15*time.Second)
+	flooding := func() bool {
+		now := time.Now()
+		return now.Before(floodEnd) || (now.Before(hardEnd) && !noisy.refusedBoth())
+	}
+	for w := range 24 {
 		wg.Go(func() {
-			for i := 0; time.Now().Before(floodEnd); i++ {
+			for i := 0; flooding(); i++ {
 				key := fmt.Sprintf("noisy-%d-%d", w, i)
 				resp, err := noisyAPI[(w+i)%3].Claim(ctx, &idempb.ClaimRequest{Id: id(key), Owner: "n"})
 				if noisy.add(err) == "ok" {
