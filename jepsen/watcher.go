@@ -16,7 +16,8 @@ import (
 
 // watcher follows the feed of abandoned claims of every tenant the way a
 // reconciler would: from one node at a time, keeping its cursor, and moving
-// to another node whenever its stream ends or goes quiet. It records every
+// to another node whenever its stream ends, goes quiet, or has lived a few
+// seconds. It records every
 // event the server hands it, duplicates included (a reconciler would drop
 // those by the cursor; the checker must see them), so the checker can tell
 // whether the feed repeated, skipped or reordered an event across faults.
@@ -41,9 +42,9 @@ func (w *watcher) run(ctx context.Context) {
 	}
 }
 
-// follow streams from n until the stream fails, ctx ends, or nothing
-// arrives for a few seconds (a node cut off by a partition stalls rather
-// than fails; a quiet feed costs a reconnection, which is a test too).
+// follow streams from n until the stream fails, ctx ends, nothing arrives
+// for a few seconds (a node cut off by a partition stalls rather than
+// fails), or its 1-6 s of life are over.
 func (w *watcher) follow(ctx context.Context, n *node, cursor *uint64) error {
 	conn, err := n.client()
 	if err != nil {
@@ -59,6 +60,11 @@ func (w *watcher) follow(ctx context.Context, n *node, cursor *uint64) error {
 	quiet := time.Duration(2+w.rng.IntN(6)) * time.Second
 	idle := time.AfterFunc(quiet, cancel)
 	defer idle.Stop()
+	// A stream lives a few seconds at most: the watcher hops between nodes
+	// even when no fault cuts it, so resuming from the cursor is exercised
+	// all the time.
+	life := time.AfterFunc(time.Duration(1000+w.rng.IntN(5000))*time.Millisecond, cancel)
+	defer life.Stop()
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
