@@ -198,6 +198,6 @@ func printEventText(ev eventView) {
 	if ev.RecoveryPoint != "" {
 		point = " point=" + ev.RecoveryPoint
 	}
-	fmt.Printf("%d %s %s/%s/%s token=%d attempt=%d lease_expired_at=%s%s at=%s\n",
+	fmt.Printf("%d %s %s/%s/%s token=%d attempt=%d lease_expires_at=%s%s at=%s\n",
 		ev.Seq, what, ev.Tenant, ev.Scope, ev.Key, ev.Token, ev.Attempt, ev.LeaseExpiresAt, point, ev.At)
 }
