@@ -74,7 +74,7 @@ func (f *feedLog) increasing() error {
 // the watcher is told the first is resolved: the card was charged once.
 func TestAbandonedFeedAcrossFailover(t *testing.T) {
 	t.Parallel()
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: 73})
+	c := testcluster.Start(t, 3, testcluster.Options{Subnet: 90})
 	var streams atomic.Int64 // WatchAbandoned streams opened
 	cl := newClient(t, c, func(cfg *client.Config) {
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainStreamInterceptor(

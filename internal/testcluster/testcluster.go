@@ -91,6 +91,8 @@ type Cluster struct {
 
 // New prepares n nodes without starting them (see StartNode).
 func New(t testing.TB, n int, opts Options) *Cluster {
+	t.Helper()
+	lockSubnet(t, opts.Subnet)
 	c := &Cluster{t: t, opts: opts, root: t.TempDir()}
 	for i := 1; i <= n; i++ {
 		c.Nodes = append(c.Nodes, c.newNode(i))
