@@ -145,6 +145,14 @@ func (g *installRig) appendEntries(prev uint64, entries []*raft.Log, commit uint
 // snapshot store.
 func (g *installRig) installSnapshot(index uint64) error {
 	g.t.Helper()
+	meta, data := g.leaderStream(index)
+	return g.sendInstall(meta, data, int64(len(data)))
+}
+
+// leaderStream is the stream the leader's snapshot store sends of its
+// store as of entry index.
+func (g *installRig) leaderStream(index uint64) (*raft.SnapshotMeta, []byte) {
+	g.t.Helper()
 	leaderMachine, err := openMachine(Config{DataDir: g.t.TempDir(), exit: func(int) {}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		g.t.Fatal(err)
@@ -165,15 +173,21 @@ func (g *installRig) installSnapshot(index uint64) error {
 	if err != nil {
 		g.t.Fatal(err)
 	}
+	return meta, data
+}
+
+// sendInstall sends data as an InstallSnapshot of meta that announces size
+// bytes.
+func (g *installRig) sendInstall(meta *raft.SnapshotMeta, data []byte, size int64) error {
 	req := &raft.InstallSnapshotRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("l"), Addr: []byte("l")},
 		SnapshotVersion: raft.SnapshotVersionMax, Term: rigTerm, LastLogIndex: meta.Index, LastLogTerm: meta.Term,
-		Configuration: raft.EncodeConfiguration(meta.Configuration), ConfigurationIndex: meta.ConfigurationIndex, Size: int64(len(data))}
+		Configuration: raft.EncodeConfiguration(meta.Configuration), ConfigurationIndex: meta.ConfigurationIndex, Size: size}
 	var resp raft.InstallSnapshotResponse
 	if err := g.leader.InstallSnapshot("f", g.follower, req, &resp, bytes.NewReader(data)); err != nil {
 		return err
 	}
 	if !resp.Success {
-		return fmt.Errorf("install at %d not successful", index)
+		return fmt.Errorf("install at %d not successful", meta.Index)
 	}
 	return nil
 }
@@ -287,4 +301,59 @@ func TestInstallPastTheLogEmptiesIt(t *testing.T) {
 		t.Fatal("append after the install refused")
 	}
 	g.waitApplied(7)
+}
+
+// Every way an InstallSnapshot can fail is counted where
+// IdemnodeSnapshotFailing sees it: a stream that breaks off on the leader
+// (send), and on the follower one that is corrupt or comes short (install);
+// a good install after them counts nothing.
+func TestInstallFailuresAreCounted(t *testing.T) {
+	g := newInstallRig(t)
+	counts := map[string]int{}
+	g.tracked.installs.failed = func(stage string) { counts[stage]++ }
+
+	meta, data := g.leaderStream(4)
+	corrupt := bytes.Clone(data)
+	corrupt[len(corrupt)/2] ^= 0xff
+	if err := g.sendInstall(meta, corrupt, int64(len(corrupt))); err == nil {
+		t.Fatal("a corrupt stream was installed")
+	}
+	if err := g.sendInstall(meta, data[:len(data)/2], int64(len(data))); err == nil {
+		t.Fatal("half a stream was installed")
+	}
+	if counts[stageInstall] != 2 {
+		t.Fatalf("install failures counted: %v, want 2", counts)
+	}
+	if err := g.sendInstall(meta, data, int64(len(data))); err != nil {
+		t.Fatalf("the whole stream: %v", err)
+	}
+	if counts[stageInstall] != 2 || len(counts) != 1 {
+		t.Fatalf("after a good install: %v", counts)
+	}
+
+	sent := map[string]int{}
+	leaderMachine, err := openMachine(Config{DataDir: t.TempDir(), exit: func(int) {}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leaderMachine.Close()
+	fsm.NewFSM(leaderMachine).ApplyBatch(g.entries(1, 4))
+	snaps := newStoreSnapshots(func() *fsm.Machine { return leaderMachine })
+	done := make(chan struct{})
+	snaps.failed = func(stage string) { sent[stage]++; close(done) }
+	list, _ := snaps.List()
+	_, rc, err := snaps.Open(list[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Read(make([]byte, 8)) // the follower's connection breaks after 8 bytes
+	rc.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stream the follower stopped reading was not counted")
+	}
+	if sent[stageSend] != 1 {
+		t.Fatalf("send failures counted: %v, want 1", sent)
+	}
 }

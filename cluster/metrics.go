@@ -30,6 +30,11 @@ const (
 	stageCreate  = "create"
 	stagePersist = "persist"
 	stageRestore = "restore"
+	// stageSend: streaming the store to a follower (InstallSnapshot) broke.
+	stageSend = "send"
+	// stageInstall: a stream from the leader broke, came short or could
+	// not be built into a new store.
+	stageInstall = "install"
 )
 
 // registerMetrics registers the node's series with reg (nil: none).
@@ -44,7 +49,7 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 		snapshot: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "idemnode_snapshot_persist_seconds",
 			Help: "Time to record a Raft snapshot: making the store durable (a memtable flush).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
 		snapshotFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idemnode_snapshot_failures_total",
-			Help: "Snapshots that failed, by stage: create (capturing the state), persist (recording it), restore (installing one)."},
+			Help: "Snapshots that failed, by stage: create (capturing the state), persist (recording it), send (streaming it to a follower), install (receiving one from the leader), restore (swapping one in)."},
 			[]string{"stage"}),
 		restores: prometheus.NewCounter(prometheus.CounterOpts{Name: "idemnode_snapshot_restores_total",
 			Help: "Snapshots this node restored: installed from the leader, or loaded at start."}),
@@ -55,10 +60,11 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 	}
 	// Every stage exists from the start, so an alert on its increase sees
 	// the first failure rather than a series appearing.
-	for _, stage := range []string{stageCreate, stagePersist, stageRestore} {
+	for _, stage := range []string{stageCreate, stagePersist, stageSend, stageInstall, stageRestore} {
 		m.snapshotFailures.WithLabelValues(stage)
 	}
 	n.metrics = m
+	n.snaps.failed = func(stage string) { m.snapshotFailures.WithLabelValues(stage).Inc() }
 	if reg == nil {
 		return
 	}

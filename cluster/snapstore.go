@@ -38,6 +38,9 @@ import (
 //     the store (trackedFSM.Restore).
 type storeSnapshots struct {
 	machine func() *fsm.Machine
+	// failed counts a failure at a stage (stageSend, stageInstall); the
+	// error itself goes back to raft, which logs it.
+	failed func(stage string)
 
 	// mu guards built: finished InstallSnapshot builds by snapshot id,
 	// waiting for Restore.
@@ -55,7 +58,7 @@ type builtInstall struct {
 var _ raft.SnapshotStore = (*storeSnapshots)(nil)
 
 func newStoreSnapshots(machine func() *fsm.Machine) *storeSnapshots {
-	return &storeSnapshots{machine: machine, built: map[string]*builtInstall{}}
+	return &storeSnapshots{machine: machine, failed: func(string) {}, built: map[string]*builtInstall{}}
 }
 
 // installMarker opens the stream Open returns for a finished build.
@@ -110,6 +113,11 @@ func (s *storeSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, err
 	go func() {
 		err := fsm.WriteSnapshot(pw, v)
 		v.Close()
+		if err != nil {
+			// The reader went away (a follower's connection broke) or the
+			// store could not be read: either way the stream did not arrive.
+			s.failed(stageSend)
+		}
 		pw.CloseWithError(err)
 	}()
 	return snapshotMeta(v.Meta(), "view"), pr, nil
@@ -163,6 +171,7 @@ func (k *storeSink) ID() string { return k.id }
 func (k *storeSink) Write(p []byte) (int, error) {
 	if k.pw == nil {
 		if err := k.start(); err != nil {
+			k.store.failed(stageInstall)
 			return 0, err
 		}
 	}
@@ -198,6 +207,7 @@ func (k *storeSink) Close() error {
 	k.pw.Close()
 	if err := <-k.done; err != nil {
 		k.builder.Abort()
+		k.store.failed(stageInstall)
 		return fmt.Errorf("install snapshot %s: %w", k.id, err)
 	}
 	k.store.mu.Lock()
@@ -206,7 +216,8 @@ func (k *storeSink) Close() error {
 	return nil
 }
 
-// Cancel abandons an install.
+// Cancel abandons an install: raft cancels a stream that broke or came
+// short, so it counts as a failed install.
 func (k *storeSink) Cancel() error {
 	if k.pw == nil {
 		return nil
@@ -214,5 +225,6 @@ func (k *storeSink) Cancel() error {
 	k.pw.CloseWithError(errors.New("snapshot cancelled"))
 	<-k.done
 	k.builder.Abort()
+	k.store.failed(stageInstall)
 	return nil
 }
