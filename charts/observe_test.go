@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +106,9 @@ func TestObservabilityAgainstRealPrometheus(t *testing.T) {
 		if n := o.scalar(t, `min(count_over_time(idemnode_tenant_claims_total{job="idemnode"}[1m]))`); n < 2 {
 			return fmt.Errorf("tenant series scraped %v times", n)
 		}
+		if n := o.scalar(t, `sum(increase(idemnode_snapshot_persist_seconds_count{job="idemnode"}[1m]))`); !(n > 0) {
+			return fmt.Errorf("snapshots recorded in the last minute: %v", n)
+		}
 		return nil
 	})
 	// A healthy cluster raises nothing: a rule that is always true fails here.
@@ -147,6 +153,15 @@ func TestObservabilityAgainstRealPrometheus(t *testing.T) {
 	// left behind.
 	budget := wait + 10*observeInterval + 10*time.Second
 	o.waitFor(t, budget, "IdemnodeNoLeader firing", func() error { return o.alertFiring("IdemnodeNoLeader") })
+	// Two crashed of three also fire the rule's second half (at most half
+	// the targets up): the first, no node is leader, must fire on its own.
+	halves := regexp.MustCompile(`(?m)^\s*or\s*$`).Split(noLeader.Expr, -1)
+	if len(halves) != 2 {
+		t.Fatalf("IdemnodeNoLeader is not two expressions joined by a line with or: %q", noLeader.Expr)
+	}
+	if res, err := o.query(halves[0]); err != nil || len(res) != 1 {
+		t.Errorf("IdemnodeNoLeader's no-leader half with one node of three left: %v %v", res, err)
+	}
 	t.Logf("IdemnodeNoLeader fired %s after two of three nodes crashed (for: %s)", time.Since(stopped).Round(time.Second), noLeader.For)
 }
 
@@ -167,7 +182,9 @@ func startObserved(t *testing.T) *observed {
 	o := &observed{t: t, root: root, bin: filepath.Join(dir, "bin", "idemnode"), env: append(os.Environ(),
 		"IDEMNODE_CLUSTER_DIR="+dir,
 		"IDEMNODE_CLUSTER_NET="+clusterNet,
-		"IDEMNODE_SERVE_ARGS=--tenant-max-keys 100000 --tenant-max-bytes 100000000",
+		// Quotas for the tenant panels; snapshots every 32 entries, so the
+		// workload records some and the snapshot panels have data.
+		"IDEMNODE_SERVE_ARGS=--tenant-max-keys 100000 --tenant-max-bytes 100000000 --snapshot-threshold 32 --snapshot-interval 1s",
 		"IDEMNODE_PROMETHEUS_ADDR="+promAddr,
 		"IDEMNODE_OBSERVE_INTERVAL="+observeInterval.String())}
 	t.Cleanup(func() {
@@ -255,6 +272,23 @@ func (o *observed) waitFor(t *testing.T, timeout time.Duration, what string, con
 type promResult struct {
 	Metric map[string]string `json:"metric"`
 	Value  [2]any            `json:"value"`
+}
+
+// metricName matches the metric names the dashboard reads: ours, and the
+// Go and process collectors'.
+var metricName = regexp.MustCompile(`\b(?:idemnode|go|process)_[a-z0-9_]+\b`)
+
+// hasNumbers reports whether a sample of res is a number: a quantile or a
+// ratio over no events is NaN, which a panel draws as nothing.
+func hasNumbers(res []promResult) bool {
+	for _, r := range res {
+		if s, ok := r.Value[1].(string); ok {
+			if v, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(v) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // query evaluates expr now and returns its samples (a scalar as one).
@@ -470,10 +504,17 @@ func checkDashboardQueries(t *testing.T, o *observed) {
 			switch {
 			case err != nil:
 				t.Errorf("panel %q %s: %v", p.Title, target.RefID, err)
-			case len(res) == 0 && !exempt:
-				t.Errorf("panel %q %s: no data: %s", p.Title, target.RefID, expr)
-			case len(res) > 0 && exempt:
+			case !hasNumbers(res) && !exempt:
+				t.Errorf("panel %q %s: no data (%d series, none a number): %s", p.Title, target.RefID, len(res), expr)
+			case hasNumbers(res) && exempt:
 				t.Errorf("panel %q is listed as without data, but %s has some: drop it from the list", p.Title, target.RefID)
+			}
+			// A query with a fallback (or vector(0)) has data whatever
+			// happens: each metric it reads must have series of its own.
+			for _, name := range slices.Compact(slices.Sorted(slices.Values(metricName.FindAllString(expr, -1)))) {
+				if n := o.scalar(t, `count({__name__="`+name+`", job="idemnode"})`); n == 0 && !exempt {
+					t.Errorf("panel %q %s reads %s, which Prometheus has no series of", p.Title, target.RefID, name)
+				}
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/idemnode/idemnode/rpc/idempb"
@@ -35,11 +36,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Calls this node forwarded to the leader, by method."}, []string{"method"}),
 	}
 	reg.MustRegister(m.duration, m.claims, m.forwarded)
-	// The idempotency methods' series exist from the start (successes, and
-	// forwards), so rates and ratios over them read 0 rather than nothing
-	// before the first call; other codes appear with their first call.
+	// The idempotency methods' series exist from the start (successes,
+	// forwards, and the failures IdemnodeClaimsFailing watches), so rates
+	// and ratios over them read 0 rather than nothing before the first
+	// call, and the first failure is a step a rate sees; other codes appear
+	// with their first call.
 	for _, md := range idempb.Idempotency_ServiceDesc.Methods {
-		m.duration.WithLabelValues(md.MethodName, "OK")
+		for _, code := range []codes.Code{codes.OK, codes.Unavailable, codes.Internal} {
+			m.duration.WithLabelValues(md.MethodName, code.String())
+		}
 		m.forwarded.WithLabelValues(md.MethodName)
 	}
 	m.claimsBy = map[idempb.Outcome]prometheus.Counter{}

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // metricName matches the metric names the alert rules and the dashboard
@@ -22,6 +25,17 @@ var (
 
 // targetLabels are the labels Prometheus gives every series of a target.
 var targetLabels = map[string]bool{"job": true, "instance": true, "cluster": true, "namespace": true, "service": true}
+
+// The labels an expression aggregates or matches by, and those its alert's
+// annotations or its panel's legend print.
+var (
+	groupingLabels  = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)`)
+	annotationLabel = regexp.MustCompile(`\$labels\.([a-z_]+)`)
+	legendLabel     = regexp.MustCompile(`\{\{\s*([a-z_]+)\s*\}\}`)
+	// labelReplace matches label_replace's last four arguments: the label
+	// it makes, the replacement, the label it reads, the regex.
+	labelReplace = regexp.MustCompile(`"([a-z_]+)"\s*,\s*"[^"]*"\s*,\s*"([a-z_]*)"\s*,\s*"[^"]*"\s*\)`)
+)
 
 // TestDashboardAndAlertMetricsExist: every metric name that
 // charts/idemnode/files/alerts.yaml and dashboard.json use is on the
@@ -80,4 +94,125 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 			}
 		}
 	}
+	checkUsedLabels(t, exported, labels)
+}
+
+// usedLabels are the labels one alert rule or one dashboard target uses
+// beyond its selectors, and the metrics it reads.
+type usedLabels struct {
+	where   string
+	metrics []string
+	labels  []string
+}
+
+// checkUsedLabels: every label an alert or a panel groups by, matches on,
+// prints in an annotation or a legend, or makes with label_replace is a
+// target label, a histogram's le, or exported by one of the metrics that
+// rule or target reads, so renaming a label breaks this test too.
+func checkUsedLabels(t *testing.T, exported, labels map[string]bool) {
+	t.Helper()
+	uses := append(alertLabelUses(t), dashboardLabelUses(t)...)
+	if len(uses) < 40 {
+		t.Fatalf("only %d rules and targets found", len(uses))
+	}
+	for _, u := range uses {
+		for _, label := range u.labels {
+			if targetLabels[label] || label == "le" || label == "" {
+				continue
+			}
+			found := false
+			for _, m := range u.metrics {
+				for _, name := range []string{m, m + "_bucket", m + "_count"} {
+					found = found || labels[name+" "+label]
+				}
+			}
+			if !found {
+				t.Errorf("%s uses label %q, which none of its metrics %v exports", u.where, label, u.metrics)
+			}
+		}
+	}
+}
+
+func labelUse(where, expr string, template *regexp.Regexp, texts ...string) usedLabels {
+	u := usedLabels{where: where, metrics: slices.Compact(slices.Sorted(slices.Values(metricName.FindAllString(expr, -1))))}
+	for _, m := range groupingLabels.FindAllStringSubmatch(expr, -1) {
+		for _, l := range strings.Split(m[1], ",") {
+			u.labels = append(u.labels, strings.TrimSpace(l))
+		}
+	}
+	for _, text := range texts {
+		for _, m := range template.FindAllStringSubmatch(text, -1) {
+			u.labels = append(u.labels, m[1])
+		}
+	}
+	// label_replace(v, "dst", "replacement", "src", "regex") reads src and
+	// makes dst, which later groupings may use.
+	made := map[string]bool{}
+	for _, m := range labelReplace.FindAllStringSubmatch(expr, -1) {
+		made[m[1]] = true
+		u.labels = append(u.labels, m[2])
+	}
+	u.labels = slices.DeleteFunc(u.labels, func(l string) bool { return made[l] })
+	return u
+}
+
+func alertLabelUses(t *testing.T) []usedLabels {
+	t.Helper()
+	b, err := os.ReadFile("../../charts/idemnode/files/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `json:"alert"`
+				Expr        string            `json:"expr"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		t.Fatalf("alerts.yaml: %v", err)
+	}
+	var out []usedLabels
+	for _, g := range file.Groups {
+		for _, r := range g.Rules {
+			out = append(out, labelUse("alert "+r.Alert, r.Expr, annotationLabel, r.Annotations["summary"], r.Annotations["description"]))
+		}
+	}
+	return out
+}
+
+func dashboardLabelUses(t *testing.T) []usedLabels {
+	t.Helper()
+	b, err := os.ReadFile("../../charts/idemnode/files/dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type panel struct {
+		Title   string  `json:"title"`
+		Panels  []panel `json:"panels"`
+		Targets []struct {
+			Expr         string `json:"expr"`
+			LegendFormat string `json:"legendFormat"`
+		} `json:"targets"`
+	}
+	var d struct {
+		Panels []panel `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("dashboard.json: %v", err)
+	}
+	var out []usedLabels
+	var walk func([]panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			for _, tg := range p.Targets {
+				out = append(out, labelUse("panel "+strconv.Quote(p.Title), tg.Expr, legendLabel, tg.LegendFormat))
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(d.Panels)
+	return out
 }

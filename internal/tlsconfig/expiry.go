@@ -65,6 +65,9 @@ func (c *ExpiryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *ExpiryCollector) Collect(ch chan<- prometheus.Metric) {
 	for cert, t := range c.node.Expiries() {
+		if t.IsZero() {
+			continue // no certificate parsed: year 1 would read as long expired
+		}
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(t.Unix()), cert)
 	}
 }
