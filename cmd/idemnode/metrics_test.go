@@ -69,6 +69,8 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 		`idemnode_tenant_quota_keys`:                                       0,
 		`idemnode_snapshot_failures_total{stage="create"}`:                 0,
 		`idemnode_snapshot_failures_total{stage="persist"}`:                0,
+		`idemnode_snapshot_failures_total{stage="send"}`:                   0,
+		`idemnode_snapshot_failures_total{stage="install"}`:                0,
 		`idemnode_snapshot_failures_total{stage="restore"}`:                0,
 	}
 	for series, v := range want {
