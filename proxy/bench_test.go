@@ -79,6 +79,65 @@ func BenchmarkProxy(b *testing.B) {
 			benchPaths(b, clients, post(up.URL), post(mw.URL), post(px.URL), cl)
 		})
 	}
+	b.Run("interleaved", func(b *testing.B) { interleaved(b, post(up.URL), post(mw.URL), post(px.URL), cl) })
+}
+
+// interleaved times, from one client, each path in turn (the upstream
+// alone, a claim+complete pair, the SDK's Do, idemhttp in the upstream's
+// server, the proxy), so all see the same disk and the same machine: a
+// commit's latency drifts over a run by more than the proxy adds. It
+// reports each path's p50 and p99, and the local cost of the HTTP paths:
+// the p50 over the rounds of (path - direct - pair), what they add beyond
+// the upstream and one claim and one complete.
+func interleaved(b *testing.B, direct, middleware, proxied func(int64) error, cl *client.Client) {
+	body := []byte(`{"id":"ord_0123456789","status":"created"}`)
+	pair := func(int64) error {
+		id := client.ID{Scope: "bench", Key: client.NewKey()}
+		ctx := context.Background()
+		res, err := cl.Claim(ctx, id, []byte("fp"))
+		if err != nil {
+			return err
+		}
+		_, err = cl.Complete(ctx, id, res.Token, client.Response{Status: 201, Body: body})
+		return err
+	}
+	do := func(int64) error {
+		id := client.ID{Scope: "bench", Key: client.NewKey()}
+		_, err := cl.Do(context.Background(), id, []byte("fp"), func(context.Context) (client.Response, error) {
+			return client.Response{Status: 201, Body: body}, nil
+		}, client.WithWait(5*time.Second))
+		return err
+	}
+	paths := []struct {
+		name string
+		op   func(int64) error
+	}{{"direct", direct}, {"pair", pair}, {"do", do}, {"middleware", middleware}, {"proxy", proxied}}
+	lat := make([][]time.Duration, len(paths))
+	var mwLocal, pxLocal []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		took := make([]time.Duration, len(paths))
+		for j, p := range paths {
+			start := time.Now()
+			if err := p.op(int64(i)); err != nil {
+				b.Fatalf("%s: %v", p.name, err)
+			}
+			took[j] = time.Since(start)
+			lat[j] = append(lat[j], took[j])
+		}
+		mwLocal = append(mwLocal, took[3]-took[0]-took[1])
+		pxLocal = append(pxLocal, took[4]-took[0]-took[1])
+	}
+	ms := func(ds []time.Duration, q int) float64 {
+		slices.Sort(ds)
+		return float64(ds[len(ds)*q/100].Microseconds()) / 1000
+	}
+	for j, p := range paths {
+		b.ReportMetric(ms(lat[j], 50), p.name+"-p50-ms")
+		b.ReportMetric(ms(lat[j], 99), p.name+"-p99-ms")
+	}
+	b.ReportMetric(ms(mwLocal, 50), "middleware-local-p50-ms")
+	b.ReportMetric(ms(pxLocal, 50), "proxy-local-p50-ms")
 }
 
 func benchPaths(b *testing.B, clients int, direct, middleware, proxied func(int64) error, cl *client.Client) {
