@@ -20,8 +20,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"sigs.k8s.io/yaml"
 
+	"github.com/idemnode/idemnode/internal/obsfiles"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -394,38 +394,16 @@ func (o *observed) alertFiring(name string) error {
 	return fmt.Errorf("%s not firing; alerts now: %v", name, states)
 }
 
-// alertRule is one rule of alerts.yaml.
-type alertRule struct {
-	Alert string `json:"alert"`
-	Expr  string `json:"expr"`
-	For   string `json:"for"`
-}
-
-func loadAlertRules(t *testing.T) []alertRule {
+func loadAlertRules(t *testing.T) []obsfiles.Rule {
 	t.Helper()
-	b, err := os.ReadFile("idemnode/files/alerts.yaml")
+	rules, err := obsfiles.Rules("idemnode/files/alerts.yaml")
 	if err != nil {
 		t.Fatal(err)
-	}
-	var file struct {
-		Groups []struct {
-			Rules []alertRule `json:"rules"`
-		} `json:"groups"`
-	}
-	if err := yaml.Unmarshal(b, &file); err != nil {
-		t.Fatalf("alerts.yaml: %v", err)
-	}
-	var rules []alertRule
-	for _, g := range file.Groups {
-		rules = append(rules, g.Rules...)
-	}
-	if len(rules) == 0 {
-		t.Fatal("alerts.yaml holds no rules")
 	}
 	return rules
 }
 
-func ruleNamed(t *testing.T, rules []alertRule, name string) alertRule {
+func ruleNamed(t *testing.T, rules []obsfiles.Rule, name string) obsfiles.Rule {
 	t.Helper()
 	for _, r := range rules {
 		if r.Alert == name {
@@ -433,7 +411,7 @@ func ruleNamed(t *testing.T, rules []alertRule, name string) alertRule {
 		}
 	}
 	t.Fatalf("alerts.yaml has no alert %s", name)
-	return alertRule{}
+	return obsfiles.Rule{}
 }
 
 // withoutThreshold drops an expression's final comparison with a number.
@@ -446,39 +424,13 @@ func withoutThreshold(t *testing.T, expr string) string {
 	return m[1]
 }
 
-// dashboardPanel is a panel of dashboard.json, rows' nested ones included.
-type dashboardPanel struct {
-	Title   string           `json:"title"`
-	Type    string           `json:"type"`
-	Panels  []dashboardPanel `json:"panels"`
-	Targets []struct {
-		Expr  string `json:"expr"`
-		RefID string `json:"refId"`
-	} `json:"targets"`
-}
-
-func dashboardPanels(t *testing.T) []dashboardPanel {
+func dashboardPanels(t *testing.T) []obsfiles.Panel {
 	t.Helper()
-	b, err := os.ReadFile("idemnode/files/dashboard.json")
+	panels, err := obsfiles.Panels("idemnode/files/dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d struct {
-		Panels []dashboardPanel `json:"panels"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatalf("dashboard.json: %v", err)
-	}
-	var out []dashboardPanel
-	var walk func([]dashboardPanel)
-	walk = func(ps []dashboardPanel) {
-		for _, p := range ps {
-			out = append(out, p)
-			walk(p.Panels)
-		}
-	}
-	walk(d.Panels)
-	return out
+	return panels
 }
 
 // checkDashboardQueries evaluates every target of every panel with the

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"regexp"
 	"slices"
@@ -9,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
+	"github.com/idemnode/idemnode/internal/obsfiles"
 )
 
 // metricName matches the metric names the alert rules and the dashboard
@@ -158,61 +157,28 @@ func labelUse(where, expr string, template *regexp.Regexp, texts ...string) used
 
 func alertLabelUses(t *testing.T) []usedLabels {
 	t.Helper()
-	b, err := os.ReadFile("../../charts/idemnode/files/alerts.yaml")
+	rules, err := obsfiles.Rules("../../charts/idemnode/files/alerts.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var file struct {
-		Groups []struct {
-			Rules []struct {
-				Alert       string            `json:"alert"`
-				Expr        string            `json:"expr"`
-				Annotations map[string]string `json:"annotations"`
-			} `json:"rules"`
-		} `json:"groups"`
-	}
-	if err := yaml.Unmarshal(b, &file); err != nil {
-		t.Fatalf("alerts.yaml: %v", err)
-	}
 	var out []usedLabels
-	for _, g := range file.Groups {
-		for _, r := range g.Rules {
-			out = append(out, labelUse("alert "+r.Alert, r.Expr, annotationLabel, r.Annotations["summary"], r.Annotations["description"]))
-		}
+	for _, r := range rules {
+		out = append(out, labelUse("alert "+r.Alert, r.Expr, annotationLabel, r.Annotations["summary"], r.Annotations["description"]))
 	}
 	return out
 }
 
 func dashboardLabelUses(t *testing.T) []usedLabels {
 	t.Helper()
-	b, err := os.ReadFile("../../charts/idemnode/files/dashboard.json")
+	panels, err := obsfiles.Panels("../../charts/idemnode/files/dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	type panel struct {
-		Title   string  `json:"title"`
-		Panels  []panel `json:"panels"`
-		Targets []struct {
-			Expr         string `json:"expr"`
-			LegendFormat string `json:"legendFormat"`
-		} `json:"targets"`
-	}
-	var d struct {
-		Panels []panel `json:"panels"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatalf("dashboard.json: %v", err)
-	}
 	var out []usedLabels
-	var walk func([]panel)
-	walk = func(ps []panel) {
-		for _, p := range ps {
-			for _, tg := range p.Targets {
-				out = append(out, labelUse("panel "+strconv.Quote(p.Title), tg.Expr, legendLabel, tg.LegendFormat))
-			}
-			walk(p.Panels)
+	for _, p := range panels {
+		for _, tg := range p.Targets {
+			out = append(out, labelUse("panel "+strconv.Quote(p.Title), tg.Expr, legendLabel, tg.LegendFormat))
 		}
 	}
-	walk(d.Panels)
 	return out
 }

@@ -1,0 +1,85 @@
+// Package obsfiles reads the chart's alert rules and Grafana dashboard
+// (charts/idemnode/files), for the tests that hold them against a node's
+// real metrics and a real Prometheus.
+package obsfiles
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Rule is one alerting rule of alerts.yaml.
+type Rule struct {
+	Alert       string            `json:"alert"`
+	Expr        string            `json:"expr"`
+	For         string            `json:"for"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+// Rules returns every rule of the rule file at path, in order.
+func Rules(path string) ([]Rule, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var file struct {
+		Groups []struct {
+			Rules []Rule `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var rules []Rule
+	for _, g := range file.Groups {
+		rules = append(rules, g.Rules...)
+	}
+	if len(rules) == 0 {
+		return nil, fmt.Errorf("%s holds no rules", path)
+	}
+	return rules, nil
+}
+
+// Panel is a panel of a dashboard; a row's nested panels are panels of
+// their own.
+type Panel struct {
+	Title   string   `json:"title"`
+	Type    string   `json:"type"`
+	Targets []Target `json:"targets"`
+	Panels  []Panel  `json:"panels"`
+}
+
+// Target is one query of a panel.
+type Target struct {
+	Expr         string `json:"expr"`
+	RefID        string `json:"refId"`
+	LegendFormat string `json:"legendFormat"`
+}
+
+// Panels returns every panel of the dashboard at path, rows' nested ones
+// included, in order.
+func Panels(path string) ([]Panel, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var d struct {
+		Panels []Panel `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var out []Panel
+	var walk func([]Panel)
+	walk = func(ps []Panel) {
+		for _, p := range ps {
+			out = append(out, p)
+			walk(p.Panels)
+		}
+	}
+	walk(d.Panels)
+	return out, nil
+}
