@@ -473,11 +473,47 @@ func checkDashboardQueries(t *testing.T, o *observed) {
 	if queries < 30 {
 		t.Errorf("only %d dashboard queries found", queries)
 	}
-	// The cluster and namespace variables' values, as Grafana's
-	// label_values() would list them.
-	res, err := o.query(`count by (cluster, namespace) (idemnode_raft_state)`)
-	if err != nil || len(res) != 1 || res[0].Metric["cluster"] != dashCluster || res[0].Metric["namespace"] != dashNamespace {
-		t.Errorf("cluster/namespace values: %v %v", res, err)
-	}
+	checkDashboardVariables(t, o, vars)
 	t.Logf("%d dashboard queries evaluated", queries)
+}
+
+// checkDashboardVariables asks Prometheus what each query variable's
+// label_values(selector, label) asks it in Grafana (the label values API
+// with the selector as match[]), with the variables before it substituted:
+// each lists exactly the value observe.sh gives its targets.
+func checkDashboardVariables(t *testing.T, o *observed, vars *strings.Replacer) {
+	t.Helper()
+	variables, err := obsfiles.Variables("idemnode/files/dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"cluster": dashCluster, "namespace": dashNamespace}
+	labelValues := regexp.MustCompile(`^label_values\((.+),\s*([a-z_]+)\)$`)
+	checked := 0
+	for _, v := range variables {
+		if v.Type != "query" {
+			continue
+		}
+		m := labelValues.FindStringSubmatch(v.Query)
+		if m == nil {
+			t.Errorf("variable %s: query %q is not label_values(selector, label)", v.Name, v.Query)
+			continue
+		}
+		var body struct {
+			Status string   `json:"status"`
+			Data   []string `json:"data"`
+		}
+		path := "/api/v1/label/" + m[2] + "/values?match[]=" + url.QueryEscape(vars.Replace(m[1]))
+		if err := o.getJSON(path, &body); err != nil || body.Status != "success" {
+			t.Errorf("variable %s: %s: %v %v", v.Name, path, body, err)
+			continue
+		}
+		if w, ok := want[v.Name]; !ok || !slices.Equal(body.Data, []string{w}) {
+			t.Errorf("variable %s lists %v, want [%s]", v.Name, body.Data, w)
+		}
+		checked++
+	}
+	if checked != len(want) {
+		t.Errorf("%d query variables checked, want %d (%v)", checked, len(want), variables)
+	}
 }

@@ -59,18 +59,47 @@ type Target struct {
 	LegendFormat string `json:"legendFormat"`
 }
 
+// Variable is one of a dashboard's template variables.
+type Variable struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	// Query is what a "query" variable asks its data source, e.g.
+	// label_values(metric{matchers}, label).
+	Query string `json:"query"`
+}
+
+// dashboard is the part of a dashboard the tests read.
+type dashboard struct {
+	Panels     []Panel `json:"panels"`
+	Templating struct {
+		List []Variable `json:"list"`
+	} `json:"templating"`
+}
+
+func readDashboard(path string) (dashboard, error) {
+	var d dashboard
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return d, err
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		return d, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
+}
+
+// Variables returns the template variables of the dashboard at path.
+func Variables(path string) ([]Variable, error) {
+	d, err := readDashboard(path)
+	return d.Templating.List, err
+}
+
 // Panels returns every panel of the dashboard at path, rows' nested ones
 // included, in order.
 func Panels(path string) ([]Panel, error) {
-	b, err := os.ReadFile(path)
+	d, err := readDashboard(path)
 	if err != nil {
 		return nil, err
-	}
-	var d struct {
-		Panels []Panel `json:"panels"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var out []Panel
 	var walk func([]Panel)
