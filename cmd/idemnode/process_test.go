@@ -73,9 +73,21 @@ func mustServer(t *testing.T, args ...string) *server {
 // mustServerWith is mustServer with the given serve and client flags.
 func mustServerWith(t *testing.T, serveFlags, clientFlags []string) *server {
 	t.Helper()
-	s := newServer(t, serveFlags, clientFlags)
-	s.start()
-	return s
+	// FreeAddr's ports are free when picked, not when the server binds
+	// them: another process's connection can take one in between. A start
+	// refused for that gets fresh ports and a fresh data dir.
+	for attempt := 1; ; attempt++ {
+		s := newServer(t, serveFlags, clientFlags)
+		s.launch()
+		err := s.awaitReady()
+		if err == nil {
+			return s
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("start %d: a port was taken after it was picked; again on fresh ports", attempt)
+	}
 }
 
 // newServer prepares a server on fresh addresses, to be started; t.Cleanup
@@ -128,14 +140,26 @@ func (s *server) launch() {
 // cluster while the whole suite runs can take more than 30s).
 func (s *server) waitReady() {
 	s.t.Helper()
-	testutil.WaitFor(s.t, 60*time.Second, "the server to be ready", func() bool {
+	if err := s.awaitReady(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// awaitReady is waitReady's wait, which says why the server did not start.
+func (s *server) awaitReady() error {
+	deadline := time.Now().Add(60 * time.Second)
+	for !s.ready() {
 		select {
 		case <-s.exited:
-			s.t.Fatalf("server exited while starting (%v):\n%s", s.err, s.log())
+			return fmt.Errorf("server exited while starting (%v):\n%s", s.err, s.log())
 		default:
 		}
-		return s.ready()
-	})
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the server was not ready within 60s:\n%s", s.log())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
 }
 
 func (s *server) ready() bool {
