@@ -11,10 +11,6 @@ import (
 	"github.com/idemnode/idemnode/internal/obsfiles"
 )
 
-// metricName matches the metric names the alert rules and the dashboard
-// use: ours, and the Go and process collectors'.
-var metricName = regexp.MustCompile(`\b(?:idemnode|go|process)_[a-z0-9_]+\b`)
-
 // selector matches a metric with its label matchers; labelName, each
 // matcher's (or an exported series') label name.
 var (
@@ -73,7 +69,7 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		names := slices.Compact(slices.Sorted(slices.Values(metricName.FindAllString(string(b), -1))))
+		names := obsfiles.MetricNames(string(b))
 		if len(names) < 10 {
 			t.Fatalf("%s uses only %d metric names: %v", file, len(names), names)
 		}
@@ -93,7 +89,7 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 			}
 		}
 	}
-	checkUsedLabels(t, exported, labels)
+	checkUsedLabels(t, labels)
 }
 
 // usedLabels are the labels one alert rule or one dashboard target uses
@@ -108,7 +104,7 @@ type usedLabels struct {
 // prints in an annotation or a legend, or makes with label_replace is a
 // target label, a histogram's le, or exported by one of the metrics that
 // rule or target reads, so renaming a label breaks this test too.
-func checkUsedLabels(t *testing.T, exported, labels map[string]bool) {
+func checkUsedLabels(t *testing.T, labels map[string]bool) {
 	t.Helper()
 	uses := append(alertLabelUses(t), dashboardLabelUses(t)...)
 	if len(uses) < 40 {
@@ -133,7 +129,7 @@ func checkUsedLabels(t *testing.T, exported, labels map[string]bool) {
 }
 
 func labelUse(where, expr string, template *regexp.Regexp, texts ...string) usedLabels {
-	u := usedLabels{where: where, metrics: slices.Compact(slices.Sorted(slices.Values(metricName.FindAllString(expr, -1))))}
+	u := usedLabels{where: where, metrics: obsfiles.MetricNames(expr)}
 	for _, m := range groupingLabels.FindAllStringSubmatch(expr, -1) {
 		for _, l := range strings.Split(m[1], ",") {
 			u.labels = append(u.labels, strings.TrimSpace(l))

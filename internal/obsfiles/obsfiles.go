@@ -7,9 +7,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
+	"slices"
 
 	"sigs.k8s.io/yaml"
 )
+
+// metricName matches the metric names the rules and the dashboard use:
+// ours, and the Go and process collectors'.
+var metricName = regexp.MustCompile(`\b(?:idemnode|go|process)_[a-z0-9_]+\b`)
+
+// MetricNames returns the metric names text uses, sorted, each once.
+func MetricNames(text string) []string {
+	return slices.Compact(slices.Sorted(slices.Values(metricName.FindAllString(text, -1))))
+}
 
 // Rule is one alerting rule of alerts.yaml.
 type Rule struct {
