@@ -90,24 +90,7 @@ func BenchmarkProxy(b *testing.B) {
 // the p50 over the rounds of (path - direct - pair), what they add beyond
 // the upstream and one claim and one complete.
 func interleaved(b *testing.B, direct, middleware, proxied func(int64) error, cl *client.Client) {
-	body := []byte(`{"id":"ord_0123456789","status":"created"}`)
-	pair := func(int64) error {
-		id := client.ID{Scope: "bench", Key: client.NewKey()}
-		ctx := context.Background()
-		res, err := cl.Claim(ctx, id, []byte("fp"))
-		if err != nil {
-			return err
-		}
-		_, err = cl.Complete(ctx, id, res.Token, client.Response{Status: 201, Body: body})
-		return err
-	}
-	do := func(int64) error {
-		id := client.ID{Scope: "bench", Key: client.NewKey()}
-		_, err := cl.Do(context.Background(), id, []byte("fp"), func(context.Context) (client.Response, error) {
-			return client.Response{Status: 201, Body: body}, nil
-		}, client.WithWait(5*time.Second))
-		return err
-	}
+	pair, do := sdkPaths(cl)
 	paths := []struct {
 		name string
 		op   func(int64) error
@@ -142,29 +125,36 @@ func interleaved(b *testing.B, direct, middleware, proxied func(int64) error, cl
 
 func benchPaths(b *testing.B, clients int, direct, middleware, proxied func(int64) error, cl *client.Client) {
 	b.Run("direct", func(b *testing.B) { parallel(b, clients, direct) })
-	b.Run("claim+complete", func(b *testing.B) {
-		parallel(b, clients, func(i int64) error {
-			id := client.ID{Scope: "bench", Key: client.NewKey()}
-			ctx := context.Background()
-			res, err := cl.Claim(ctx, id, []byte("fp"))
-			if err != nil {
-				return err
-			}
-			_, err = cl.Complete(ctx, id, res.Token, client.Response{Status: 201, Body: []byte(`{"id":"ord_0123456789","status":"created"}`)})
-			return err
-		})
-	})
-	b.Run("do", func(b *testing.B) {
-		parallel(b, clients, func(int64) error {
-			id := client.ID{Scope: "bench", Key: client.NewKey()}
-			_, err := cl.Do(context.Background(), id, []byte("fp"), func(context.Context) (client.Response, error) {
-				return client.Response{Status: 201, Body: []byte(`{"id":"ord_0123456789","status":"created"}`)}, nil
-			}, client.WithWait(5*time.Second))
-			return err
-		})
-	})
+	pair, do := sdkPaths(cl)
+	b.Run("claim+complete", func(b *testing.B) { parallel(b, clients, pair) })
+	b.Run("do", func(b *testing.B) { parallel(b, clients, do) })
 	b.Run("middleware", func(b *testing.B) { parallel(b, clients, middleware) })
 	b.Run("proxy", func(b *testing.B) { parallel(b, clients, proxied) })
+}
+
+// sdkPaths are the SDK's side of a request with a fresh key, without HTTP:
+// a claim and a complete, and Do (claim, lease keeper, complete), each
+// storing what the upstream answers.
+func sdkPaths(cl *client.Client) (pair, do func(int64) error) {
+	answer := client.Response{Status: 201, Body: []byte(`{"id":"ord_0123456789","status":"created"}`)}
+	pair = func(int64) error {
+		id := client.ID{Scope: "bench", Key: client.NewKey()}
+		ctx := context.Background()
+		res, err := cl.Claim(ctx, id, []byte("fp"))
+		if err != nil {
+			return err
+		}
+		_, err = cl.Complete(ctx, id, res.Token, answer)
+		return err
+	}
+	do = func(int64) error {
+		id := client.ID{Scope: "bench", Key: client.NewKey()}
+		_, err := cl.Do(context.Background(), id, []byte("fp"), func(context.Context) (client.Response, error) {
+			return answer, nil
+		}, client.WithWait(5*time.Second))
+		return err
+	}
+	return pair, do
 }
 
 // parallel runs op b.N times from clients goroutines and reports
