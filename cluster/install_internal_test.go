@@ -149,17 +149,21 @@ func (g *installRig) installSnapshot(index uint64) error {
 	return g.sendInstall(meta, data, int64(len(data)))
 }
 
-// leaderStream is the stream the leader's snapshot store sends of its
-// store as of entry index.
-func (g *installRig) leaderStream(index uint64) (*raft.SnapshotMeta, []byte) {
+// leaderSnapshot opens, in the leader's snapshot store over a store that
+// applied the leader's entries 1..index, the stream it sends a follower;
+// failed counts the store's failures. The store closes with the test.
+func (g *installRig) leaderSnapshot(index uint64, failed func(stage string)) (*raft.SnapshotMeta, io.ReadCloser) {
 	g.t.Helper()
 	leaderMachine, err := openMachine(Config{DataDir: g.t.TempDir(), exit: func(int) {}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	defer leaderMachine.Close()
+	g.t.Cleanup(func() { leaderMachine.Close() })
 	fsm.NewFSM(leaderMachine).ApplyBatch(g.entries(1, index))
 	snaps := newStoreSnapshots(func() *fsm.Machine { return leaderMachine })
+	if failed != nil {
+		snaps.failed = failed
+	}
 	list, err := snaps.List()
 	if err != nil || len(list) != 1 {
 		g.t.Fatalf("list the leader's snapshot: %v %v", list, err)
@@ -168,6 +172,14 @@ func (g *installRig) leaderStream(index uint64) (*raft.SnapshotMeta, []byte) {
 	if err != nil {
 		g.t.Fatal(err)
 	}
+	return meta, rc
+}
+
+// leaderStream is the whole stream the leader's snapshot store sends of
+// its store as of entry index.
+func (g *installRig) leaderStream(index uint64) (*raft.SnapshotMeta, []byte) {
+	g.t.Helper()
+	meta, rc := g.leaderSnapshot(index, nil)
 	data, err := io.ReadAll(rc)
 	rc.Close()
 	if err != nil {
@@ -332,20 +344,8 @@ func TestInstallFailuresAreCounted(t *testing.T) {
 	}
 
 	sent := map[string]int{}
-	leaderMachine, err := openMachine(Config{DataDir: t.TempDir(), exit: func(int) {}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer leaderMachine.Close()
-	fsm.NewFSM(leaderMachine).ApplyBatch(g.entries(1, 4))
-	snaps := newStoreSnapshots(func() *fsm.Machine { return leaderMachine })
 	done := make(chan struct{})
-	snaps.failed = func(stage string) { sent[stage]++; close(done) }
-	list, _ := snaps.List()
-	_, rc, err := snaps.Open(list[0].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, rc := g.leaderSnapshot(4, func(stage string) { sent[stage]++; close(done) })
 	rc.Read(make([]byte, 8)) // the follower's connection breaks after 8 bytes
 	rc.Close()
 	select {
