@@ -37,8 +37,9 @@ func (c *callCounter) take() map[string]int {
 
 // TestProxyRoundTrips: what the proxy adds to a request, in calls to the
 // cluster, is one Claim and one Complete when it runs the upstream, and one
-// Claim when it replays; nothing else (no lookup first, no polling, no lease
-// extension for a request shorter than its lease). docs/PERFORMANCE.md has
+// Claim when it replays; nothing else (no lookup first, no polling). A
+// request that runs longer than a third of its lease would also extend it;
+// these take milliseconds against the default 30s. docs/PERFORMANCE.md has
 // what those calls and the proxy's own hop cost in time.
 func TestProxyRoundTrips(t *testing.T) {
 	t.Parallel()
