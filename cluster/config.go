@@ -77,11 +77,12 @@ type Config struct {
 	// exists, Raft log writes block. Empty in production.
 	FaultDiskStallFile string
 
-	// StoreCacheSize and StoreMemTableSize bound the store's memory (its
-	// block cache, and one memtable of the two it may hold); 0 means the
-	// store's defaults.
-	StoreCacheSize    int64
-	StoreMemTableSize uint64
+	// StoreCacheSize, StoreMemTableSize and StoreKeyFilterSize bound the
+	// store's memory (its block cache, one memtable of the two it may hold,
+	// and its filter of stored keys); 0 means the store's defaults.
+	StoreCacheSize     int64
+	StoreMemTableSize  uint64
+	StoreKeyFilterSize int64
 	// FaultAppliedAhead plants the store bug applied-ahead (statemachine.go)
 	// for the jepsen self-test. Never set in production.
 	FaultAppliedAhead bool

@@ -36,7 +36,7 @@ const exitStore = exitLogWrite
 func openMachine(cfg Config, log *slog.Logger) (*fsm.Machine, error) {
 	dir := filepath.Join(cfg.DataDir, storeDir)
 	s, err := store.Open(dir, store.Options{
-		CacheSize: cfg.StoreCacheSize, MemTableSize: cfg.StoreMemTableSize,
+		CacheSize: cfg.StoreCacheSize, MemTableSize: cfg.StoreMemTableSize, KeyFilterSize: cfg.StoreKeyFilterSize,
 		Fatal: func(err error) {
 			log.Error("the store failed: stopping (restart the node; if it fails again, wipe its data dir and rejoin)", "err", err)
 			cfg.exit(exitStore)

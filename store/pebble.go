@@ -22,8 +22,9 @@ import (
 // Defaults bound a node's memory whatever it stores: the block cache, and
 // memtables (at most two are held while one is flushed).
 const (
-	DefaultCacheSize    = 128 << 20
-	DefaultMemTableSize = 32 << 20
+	DefaultCacheSize     = 128 << 20
+	DefaultMemTableSize  = 32 << 20
+	DefaultKeyFilterSize = 32 << 20
 )
 
 // Options configure a store.
@@ -32,6 +33,10 @@ type Options struct {
 	CacheSize int64
 	// MemTableSize is one memtable in bytes (DefaultMemTableSize when 0).
 	MemTableSize uint64
+	// KeyFilterSize is the in-memory filter of stored keys (keyfilter.go)
+	// in bytes, DefaultKeyFilterSize when 0; negative turns it off. A
+	// rebuild holds two for a while.
+	KeyFilterSize int64
 	// Fatal is called with an error the store cannot go on after: a damaged
 	// block found on a read, a failed write. The node exits there (code 3),
 	// never serving a damaged store as if the record were absent. nil
@@ -84,6 +89,13 @@ type Store struct {
 	unflushed *unflushed
 	// iters keeps the sstables' iterators between lookups (iters.go).
 	iters iterCache
+	// filters answers most lookups of a fresh key (filters.go).
+	filters filters
+	// closed is closed by Close, ending the filter builds, which Close
+	// waits for: a build holds the database open.
+	closed    chan struct{}
+	closeOnce sync.Once
+	builds    sync.WaitGroup
 }
 
 var _ fsm.Store = (*Store)(nil)
@@ -94,6 +106,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = DefaultMemTableSize
+	}
+	switch {
+	case o.KeyFilterSize == 0:
+		o.KeyFilterSize = DefaultKeyFilterSize
+	case o.KeyFilterSize < 0:
+		o.KeyFilterSize = 0
 	}
 	if o.flushEvery <= 0 {
 		o.flushEvery = int(o.MemTableSize * 3 / 4)
@@ -181,20 +199,40 @@ var ErrCorrupt = errors.New("store is corrupt")
 // newStore wraps an open database, loading its metadata.
 func newStore(root, name string, o Options, db *pebble.DB, cache *pebble.Cache, brk *breaker) (*Store, error) {
 	s := &Store{root: root, name: name, opts: o, db: db, cache: cache, expLow: []byte{prefixExpiry}, brk: brk,
-		unflushed: newUnflushed(o.flushEvery)}
+		unflushed: newUnflushed(o.flushEvery), filters: filters{size: o.KeyFilterSize}, closed: make(chan struct{})}
 	s.refs.Store(1)
-	v, closer, err := db.Get(metaKey)
+	if err := s.loadMeta(); err != nil {
+		return nil, err
+	}
+	s.startFilterBuild()
+	return s, nil
+}
+
+// loadMeta reads the metadata of the last commit; a new store has none
+// (zero Meta).
+func (s *Store) loadMeta() error {
+	v, closer, err := s.db.Get(metaKey)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
-		return s, nil // a new store: zero Meta
+		return nil
 	case err != nil:
-		return nil, fmt.Errorf("read store metadata: %w", err)
+		return fmt.Errorf("read store metadata: %w", err)
 	}
 	defer closer.Close()
 	if err := s.meta.UnmarshalBinary(v); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	return s, nil
+	return nil
+}
+
+// closing reports whether Close was called.
+func (s *Store) closing() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
+	}
 }
 
 // fail reports err to Fatal and returns it, for a caller that cannot go on.
@@ -222,9 +260,13 @@ func (b *breaker) fail(what string, err error) error {
 // errBroken answers a Sync or Close after a fatal error.
 var errBroken = errors.New("store: stopped after a fatal error")
 
-// Get returns the encoded record under key. A key no memtable can hold
-// is looked up in the sstables alone (unflushed.go says why).
+// Get returns the encoded record under key. A key the key filter has not
+// seen is absent; a key no memtable can hold is looked up in the sstables
+// alone (unflushed.go says why).
 func (s *Store) Get(key []byte) ([]byte, bool, error) {
+	if !s.filters.mayHold(key) {
+		return nil, false, nil
+	}
 	return s.lookup(key, &missLookup)
 }
 
@@ -452,6 +494,7 @@ func (s *Store) Usages() (map[string]fsm.Usage, error) {
 // after a crash the store holds some prefix of its commits, never a torn
 // one; Sync makes all of them durable.
 func (s *Store) Commit(c *fsm.Changes) error {
+	rebuildFilter := s.filters.add(c.Records)
 	b := s.db.NewBatch()
 	defer b.Close()
 	lowest := writeRecords(b, c.Records)
@@ -477,6 +520,9 @@ func (s *Store) Commit(c *fsm.Changes) error {
 	}
 	if err := s.unflushed.rotate(s.db.AsyncFlush); err != nil {
 		return s.fail("flush", err)
+	}
+	if rebuildFilter {
+		s.startFilterBuild()
 	}
 	s.mu.Lock()
 	s.meta = c.Meta
@@ -548,6 +594,8 @@ func flush(db *pebble.DB, brk *breaker) error {
 // Close flushes the store, so that a clean restart replays nothing, and
 // releases it; the database closes once its last view is closed.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.closed) })
+	s.builds.Wait()
 	err := s.Sync()
 	s.release()
 	return err

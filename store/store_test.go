@@ -106,7 +106,7 @@ type node struct {
 }
 
 func openNode(t testing.TB, fs *vfs.MemFS) *node {
-	s, err := Open("fsm", Options{FS: fs, CacheSize: 1 << 20, MemTableSize: 1 << 20, flushEvery: 8 << 10})
+	s, err := Open("fsm", Options{FS: fs, CacheSize: 1 << 20, MemTableSize: 1 << 20, flushEvery: 8 << 10, KeyFilterSize: 4 << 10})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -29,6 +29,7 @@ import (
 type serveFlags struct {
 	cacheSize         int64
 	memtableSize      int64
+	keyFilterSize     int64
 	nodeID            string
 	dataDir           string
 	grpcAddr          string
@@ -108,6 +109,9 @@ func newServeCmd() *cobra.Command {
 		"the store's block cache (e.g. 128MiB); with the memtables it bounds the node's memory, whatever it stores")
 	fl.Var(newByteSize(&f.memtableSize, store.DefaultMemTableSize), "memtable-size",
 		"one of the store's (at most two) memtables (e.g. 32MiB)")
+	fl.Var(newByteSize(&f.keyFilterSize, store.DefaultKeyFilterSize), "key-filter-size",
+		"the in-memory filter that answers lookups of fresh keys without the disk (e.g. 32MiB; about 10 bits a stored "+
+			"record keeps it sharp; two are held while it is rebuilt)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.DurationVar(&f.diskStallTimeout, "disk-stall-timeout", 20*time.Second,
@@ -260,6 +264,7 @@ func serve(ctx context.Context, f serveFlags) error {
 		FaultAppliedAhead:  f.faultBug == cluster.BugAppliedAhead,
 		StoreCacheSize:     f.cacheSize,
 		StoreMemTableSize:  uint64(f.memtableSize),
+		StoreKeyFilterSize: f.keyFilterSize,
 		Logger:             log,
 		Metrics:            reg,
 	})

@@ -1,0 +1,107 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/idemnode/idemnode/fsm"
+)
+
+func TestKeyFilterNeverForgetsAKey(t *testing.T) {
+	f := newKeyFilter(64 << 10) // 524 288 bits: ~10 a key below
+	key := func(i int) []byte { return []byte(fmt.Sprintf("t/s/key-%d", i)) }
+	const n = 50_000
+	for i := range n {
+		f.add(key(i))
+	}
+	for i := range n {
+		if !f.mayHold(key(i)) {
+			t.Fatalf("key %d was added but the filter says it is absent", i)
+		}
+	}
+	if got, want := f.set.Load(), f.countSet(); got != want {
+		t.Fatalf("the filter counted %d bits set, %d are", got, want)
+	}
+	maybes := 0
+	for i := n; i < 2*n; i++ {
+		if f.mayHold(key(i)) {
+			maybes++
+		}
+	}
+	// fill^6 predicts the rate; a blocked filter does a little worse.
+	if rate, predicted := float64(maybes)/n, pow6(f.fill()); rate > 2*predicted+0.002 {
+		t.Fatalf("%.4f of fresh keys pass, a filter %.2f full should pass about %.4f", rate, f.fill(), predicted)
+	}
+}
+
+func pow6(x float64) float64 { return x * x * x * x * x * x }
+
+// TestFilterRebuildsLoseNoKey: with a filter far too small for the records,
+// rebuilds follow one another while records are written and deleted, and
+// a reader on another goroutine finds every record the moment its commit
+// is done; deleted keys leave the filter at its next rebuild.
+func TestFilterRebuildsLoseNoKey(t *testing.T) {
+	s, err := Open("fsm", Options{FS: vfs.NewMem(), CacheSize: 1 << 20, MemTableSize: 1 << 20,
+		flushEvery: 8 << 10, KeyFilterSize: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	key := func(i int64) []byte { return []byte(fmt.Sprintf("key-%06d", i)) }
+	const kept = 100 // the last 100 records stay stored
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := done.Load(); n < 6000; n = done.Load() {
+			if n == 0 {
+				continue
+			}
+			_, ok, err := s.Get(key(n))
+			// The commit that deletes n may be running once n+kept-1 is done.
+			if deleted := done.Load() >= n+kept-1; err != nil || !ok && !deleted {
+				errs <- fmt.Errorf("record %d committed but not found (%v)", n, err)
+				return
+			}
+		}
+	}()
+	for i := int64(1); i <= 6000; i++ {
+		changes := []fsm.RecordChange{{Key: key(i), New: bytes.Repeat([]byte("v"), 100), NewExpiresAt: i}}
+		if i > kept {
+			changes = append(changes, fsm.RecordChange{Key: key(i - kept), HadOld: true, OldExpiresAt: i - kept})
+		}
+		if err := s.Commit(&fsm.Changes{Meta: fsm.Meta{Applied: uint64(i)}, Records: changes}); err != nil {
+			t.Fatal(err)
+		}
+		done.Store(i)
+		if i%50 == 0 {
+			for k := max(1, i-kept+1); k <= i; k++ {
+				if _, ok, err := s.Get(key(k)); err != nil || !ok {
+					t.Fatalf("after commit %d, record %d not found (%v)", i, k, err)
+				}
+			}
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	s.builds.Wait()
+	fill, built := s.KeyFilter()
+	if built < 3 {
+		t.Fatalf("%d filters built: the test crossed no rebuild", built)
+	}
+	// 100 records in 8 192 bits set at most 600 of them, plus what was
+	// added since the last rebuild began (which stays under rebuildAt).
+	if fill > minRebuildFill*rebuildGrowth {
+		t.Fatalf("the filter is %.2f full with 100 records stored: deleted keys were not dropped", fill)
+	}
+}
