@@ -113,9 +113,10 @@ func (fs *filters) abandon(f *keyFilter) {
 }
 
 // startFilterBuild starts building a filter of the keys stored now, in the
-// background. The caller is the committing goroutine, or Open before any
-// commit: nothing is written between registering the filter and taking
-// the snapshot, so every key is in one or the other.
+// background. The caller is the committing goroutine, holding the write
+// buffer's lock, or Open before any commit: nothing is written between
+// registering the filter and taking the snapshot, so every key is in one
+// or the other, or in the buffer.
 func (s *Store) startFilterBuild() {
 	f := s.filters.begin()
 	if f == nil {
@@ -126,6 +127,7 @@ func (s *Store) startFilterBuild() {
 		return
 	}
 	snap := s.db.NewSnapshot()
+	s.buf.addKeys(f) // the buffered records are not in the snapshot yet
 	s.builds.Add(1)
 	go func() {
 		defer s.builds.Done()

@@ -51,6 +51,9 @@ type Options struct {
 	// lookups skip the memtables (unflushed.go); 3/4 of MemTableSize when
 	// 0. Tests make it small, so that lookups cross many flushes.
 	flushEvery int
+	// drainEvery is the size of the write buffer (buffer.go) that a commit
+	// hands to Pebble; drainBytes(MemTableSize) when 0.
+	drainEvery int
 }
 
 // Store is the Pebble fsm.Store.
@@ -69,9 +72,13 @@ type Store struct {
 	// retries it forever) returns instead.
 	brk *breaker
 
-	// mu guards meta, expLow and insertedLow.
+	// mu guards meta, expLow, insertedLow and bufferedLow.
 	mu   sync.Mutex
 	meta fsm.Meta
+	// bufferedLow is the lowest expiry key inserted by the commits in the
+	// write buffer: expLow must not rise past it, since Pebble's index does
+	// not show it yet.
+	bufferedLow []byte
 	// expLow is at or below every expiry key stored: Due and NextExpiry
 	// start there, past the delete markers earlier Expires left, which
 	// Pebble would otherwise step over one by one until compaction drops
@@ -91,6 +98,8 @@ type Store struct {
 	iters iterCache
 	// filters answers most lookups of a fresh key (filters.go).
 	filters filters
+	// buf gathers commits into large batches (buffer.go).
+	buf buffer
 	// closed is closed by Close, ending the filter builds, which Close
 	// waits for: a build holds the database open.
 	closed    chan struct{}
@@ -115,6 +124,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.flushEvery <= 0 {
 		o.flushEvery = int(o.MemTableSize * 3 / 4)
+	}
+	if o.drainEvery <= 0 {
+		o.drainEvery = drainBytes(o.MemTableSize)
 	}
 	if o.FS == nil {
 		o.FS = vfs.Default
@@ -264,6 +276,9 @@ var errBroken = errors.New("store: stopped after a fatal error")
 // seen is absent; a key no memtable can hold is looked up in the sstables
 // alone (unflushed.go says why).
 func (s *Store) Get(key []byte) ([]byte, bool, error) {
+	if enc, ok := s.buf.get(key); ok {
+		return bytes.Clone(enc), enc != nil, nil
+	}
 	if !s.filters.mayHold(key) {
 		return nil, false, nil
 	}
@@ -334,8 +349,19 @@ func get(r reader, key []byte, fail func(string, error) error) ([]byte, bool, er
 }
 
 // Due returns at most limit records expiring at or before t, in (expiry,
-// key) order.
+// key) order. The buffer is drained first if it changes the index that
+// far; otherwise the index in Pebble is right up to t, and only the
+// records may be newer in the buffer. Due holds the buffer's write lock
+// throughout, so no drain (a Sync, a View) adds entries to Pebble while it
+// walks.
 func (s *Store) Due(t int64, limit int) ([][]byte, error) {
+	s.buf.wmu.Lock()
+	defer s.buf.wmu.Unlock()
+	if s.buf.touchesBy(t) {
+		if err := s.drain(); err != nil {
+			return nil, err
+		}
+	}
 	s.mu.Lock()
 	low := s.expLow
 	s.mu.Unlock()
@@ -343,15 +369,20 @@ func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 	first := true
 	err := s.walkExpiry(low, func(at int64, key []byte) (bool, error) {
 		if first {
-			// Due runs on the committing goroutine: no commit inserts a
-			// key below the first entry while it walks.
+			// Due runs on the committing goroutine, holding wmu: no
+			// commit or drain inserts a key below the first entry while
+			// it walks.
 			s.raiseExpLow(low, expiryKey(at, key))
 			first = false
 		}
 		if at > t || len(out) >= limit {
 			return false, nil
 		}
-		enc, ok, err := s.lookup(key, &hitLookup)
+		enc, ok := s.buf.get(key)
+		var err error
+		if !ok {
+			enc, ok, err = s.lookup(key, &hitLookup)
+		}
 		if err != nil {
 			return false, err
 		}
@@ -366,6 +397,9 @@ func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 
 // Events returns at most limit events numbered above after, in order.
 func (s *Store) Events(after uint64, limit int) ([][]byte, error) {
+	if err := s.drainEvents(); err != nil {
+		return nil, err
+	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(after + 1), UpperBound: prefixEnd(prefixEvent)})
 	if err != nil {
 		return nil, s.fail("read the feed", err)
@@ -380,8 +414,21 @@ func (s *Store) Events(after uint64, limit int) ([][]byte, error) {
 	return out, nil
 }
 
-// NextExpiry returns the earliest expiry stored, and moves expLow up to it
-// (peekExpiry), so the delete markers below it are stepped over once.
+// drainEvents drains the buffer if it changes the feed.
+func (s *Store) drainEvents() error {
+	s.buf.wmu.Lock()
+	defer s.buf.wmu.Unlock()
+	if !s.buf.events {
+		return nil
+	}
+	return s.drain()
+}
+
+// NextExpiry returns the earliest due time of the records stored, and
+// moves expLow up to the first entry of the index in Pebble (peekExpiry),
+// so the delete markers below it are stepped over once. A record whose
+// last change is in the write buffer counts with its due time there, not
+// with its entry in Pebble, which the buffer may delete or keep.
 func (s *Store) NextExpiry() (int64, bool, error) {
 	s.peekMu.Lock()
 	defer s.peekMu.Unlock()
@@ -390,11 +437,19 @@ func (s *Store) NextExpiry() (int64, bool, error) {
 	var found bool
 	var first []byte
 	err := s.walkExpiry(low, func(at int64, key []byte) (bool, error) {
+		if first == nil {
+			first = expiryKey(at, key)
+		}
+		if s.buf.has(key) {
+			return true, nil
+		}
 		next, found = at, true
-		first = expiryKey(at, key)
 		return false, nil
 	})
 	s.endPeek(low, first)
+	if at, ok := s.buf.nextDue(); ok && (!found || at < next) {
+		next, found = at, true
+	}
 	return next, found, err
 }
 
@@ -421,10 +476,23 @@ func (s *Store) endPeek(low, first []byte) {
 	if first == nil || !bytes.Equal(s.expLow, low) {
 		return
 	}
-	if inserted != nil && bytes.Compare(inserted, first) < 0 {
-		first = inserted
+	s.expLow = lowerKey(lowerKey(first, inserted), s.bufferedLow)
+}
+
+// lowerKey returns the lower of two keys, nil standing for none.
+func lowerKey(a, b []byte) []byte {
+	if a == nil || b != nil && bytes.Compare(b, a) < 0 {
+		return b
 	}
-	s.expLow = first
+	return a
+}
+
+// noteInsertedLocked records that key, an expiry key, is now in Pebble for
+// a NextExpiry walking it meanwhile; the caller holds mu.
+func (s *Store) noteInsertedLocked(key []byte) {
+	if s.peeking {
+		s.insertedLow = lowerKey(s.insertedLow, key)
+	}
 }
 
 // walkExpiry calls fn for each expiry index entry from low on, until fn
@@ -459,7 +527,7 @@ func (s *Store) raiseExpLow(low, first []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if bytes.Equal(s.expLow, low) {
-		s.expLow = bytes.Clone(first)
+		s.expLow = lowerKey(bytes.Clone(first), s.bufferedLow)
 	}
 }
 
@@ -472,6 +540,9 @@ func (s *Store) Meta() fsm.Meta {
 
 // Usages reads every tenant's usage.
 func (s *Store) Usages() (map[string]fsm.Usage, error) {
+	if err := s.drainNow(); err != nil {
+		return nil, err
+	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixUsage}, UpperBound: prefixEnd(prefixUsage)})
 	if err != nil {
 		return nil, fmt.Errorf("read tenant usage: %w", err)
@@ -488,35 +559,29 @@ func (s *Store) Usages() (map[string]fsm.Usage, error) {
 	return out, it.Error()
 }
 
-// Commit writes one group's changes and metadata in one batch, without
-// syncing (DESIGN.md: the Raft log is the write-ahead log). A batch is
-// applied to the memtable whole, and memtables reach the disk in order, so
-// after a crash the store holds some prefix of its commits, never a torn
-// one; Sync makes all of them durable.
+// Commit adds one group's changes and metadata to the write buffer
+// (buffer.go), which reaches Pebble as one batch, without syncing
+// (DESIGN.md: the Raft log is the write-ahead log). A batch is applied to
+// the memtable whole, and memtables reach the disk in order, so after a
+// crash the store holds some prefix of its commits, never a torn one;
+// Sync makes all of them durable.
 func (s *Store) Commit(c *fsm.Changes) error {
 	rebuildFilter := s.filters.add(c.Records)
-	b := s.db.NewBatch()
-	defer b.Close()
-	lowest := writeRecords(b, c.Records)
-	for _, u := range c.Usage {
-		if u.Usage == (fsm.Usage{}) {
-			b.Delete(usageKey(u.Tenant), nil)
-			continue
-		}
-		b.Set(usageKey(u.Tenant), encodeUsage(u.Usage), nil)
+	s.buf.wmu.Lock()
+	defer s.buf.wmu.Unlock()
+	lowest := s.buf.append(s.db, c)
+	s.mu.Lock()
+	s.meta = c.Meta
+	if lowest != nil {
+		s.expLow = lowerKey(s.expLow, lowest)
+		s.noteInsertedLocked(lowest)
+		s.bufferedLow = lowerKey(s.bufferedLow, lowest)
 	}
-	for _, ev := range c.Events {
-		if ev.New == nil {
-			b.Delete(eventKey(ev.Seq), nil)
-		} else {
-			b.Set(eventKey(ev.Seq), ev.New, nil)
+	s.mu.Unlock()
+	if s.buf.full(s.opts.drainEvery) {
+		if err := s.drain(); err != nil {
+			return err
 		}
-	}
-	meta, _ := c.Meta.MarshalBinary()
-	b.Set(metaKey, meta, nil)
-	s.unflushed.add(c.Records, len(b.Repr()))
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return s.fail(fmt.Sprintf("commit entries up to %d", c.Meta.Applied), err)
 	}
 	if err := s.unflushed.rotate(s.db.AsyncFlush); err != nil {
 		return s.fail("flush", err)
@@ -524,15 +589,6 @@ func (s *Store) Commit(c *fsm.Changes) error {
 	if rebuildFilter {
 		s.startFilterBuild()
 	}
-	s.mu.Lock()
-	s.meta = c.Meta
-	if lowest != nil && bytes.Compare(lowest, s.expLow) < 0 {
-		s.expLow = lowest
-	}
-	if lowest != nil && s.peeking && (s.insertedLow == nil || bytes.Compare(lowest, s.insertedLow) < 0) {
-		s.insertedLow = lowest
-	}
-	s.mu.Unlock()
 	return nil
 }
 
@@ -569,6 +625,9 @@ func (s *Store) Sync() error {
 		return nil
 	}
 	defer s.release()
+	if err := s.drainNow(); err != nil {
+		return err
+	}
 	return flush(s.db, s.brk)
 }
 

@@ -2,9 +2,8 @@ package store
 
 import (
 	"hash/maphash"
+	"iter"
 	"sync"
-
-	"github.com/idemnode/idemnode/fsm"
 )
 
 // unflushed tracks which record keys may still sit in a memtable, so a
@@ -39,13 +38,12 @@ func newUnflushed(limit int) *unflushed {
 	return &unflushed{seed: maphash.MakeSeed(), limit: limit, cur: map[uint64]struct{}{}, all: true}
 }
 
-// add records the changes' keys as about to be written, in a batch of
-// bytes.
-func (u *unflushed) add(changes []fsm.RecordChange, bytes int) {
+// add records keys as about to be written, in a batch of bytes.
+func (u *unflushed) add(keys iter.Seq[string], bytes int) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for _, rc := range changes {
-		u.cur[maphash.Bytes(u.seed, rc.Key)] = struct{}{}
+	for k := range keys {
+		u.cur[maphash.String(u.seed, k)] = struct{}{}
 	}
 	u.curBytes += bytes
 }

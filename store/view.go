@@ -21,6 +21,10 @@ func (s *Store) View() (fsm.View, error) {
 	if !s.acquire() {
 		return nil, errBroken
 	}
+	if err := s.drainNow(); err != nil {
+		s.release()
+		return nil, err
+	}
 	snap := s.db.NewSnapshot()
 	v := &view{s: s, snap: snap}
 	enc, ok, err := get(snap, metaKey, s.fail)

@@ -1,0 +1,190 @@
+package store
+
+import (
+	"maps"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/idemnode/idemnode/fsm"
+)
+
+// buffer gathers commits in one unindexed Pebble batch and hands it to
+// Pebble whole once it is large (drainBytes). Pebble takes a batch of half
+// a memtable or more as a flushable batch: sorted once and flushed as it
+// is, where each small commit would insert every key into the memtable's
+// skiplist, a cache miss at each level, which profiles put at 17 µs of a
+// claim over three nodes (docs/PERFORMANCE.md). Lookups read the buffered
+// records from a map; everything else that reads Pebble drains the buffer
+// first, unless what it reads cannot be in it (Due, NextExpiry).
+//
+// Nothing here changes what survives a crash: the buffer, like a memtable,
+// is lost with the process, and the Raft log replays it. Sync drains it
+// before it flushes, so the store is still durable through the last
+// commit when a snapshot is recorded.
+type buffer struct {
+	// wmu orders every write into Pebble: a commit's append, a drain, and
+	// unflushed.rotate, whose rule is that nothing is written between a
+	// flush's start and its swap.
+	wmu   sync.Mutex
+	batch *pebble.Batch // nil when empty
+	// touchedFrom is the earliest due time of the expiry index entries the
+	// batch sets or deletes (touched says there are some): Due drains the
+	// buffer when it reaches that far.
+	touched     bool
+	touchedFrom int64
+	// events says the batch changes the feed.
+	events bool
+
+	// rmu guards recs, read by lookups on any goroutine.
+	rmu sync.RWMutex
+	// recs holds the buffered records by key; a deleted one has nil enc.
+	recs map[string]buffered
+}
+
+// buffered is a record's last change in the buffer: enc and due time.
+type buffered struct {
+	enc []byte
+	due int64
+}
+
+// drainBytes is the batch size at which a commit drains the buffer: 5/8
+// of a memtable, so that Pebble takes it as a flushable batch (from about
+// half a memtable, counting its skiplist overhead).
+func drainBytes(memTableSize uint64) int { return int(memTableSize * 5 / 8) }
+
+// get returns key's buffered record: found says the buffer has its last
+// change, and enc is nil if that change deleted it.
+func (b *buffer) get(key []byte) (enc []byte, found bool) {
+	b.rmu.RLock()
+	defer b.rmu.RUnlock()
+	r, found := b.recs[string(key)]
+	return r.enc, found
+}
+
+// append adds one commit to the batch; the caller holds wmu. It returns
+// the lowest expiry key the commit inserts.
+func (b *buffer) append(db *pebble.DB, c *fsm.Changes) []byte {
+	if b.batch == nil {
+		b.batch = db.NewBatch()
+	}
+	lowest := writeRecords(b.batch, c.Records)
+	for _, u := range c.Usage {
+		if u.Usage == (fsm.Usage{}) {
+			b.batch.Delete(usageKey(u.Tenant), nil)
+			continue
+		}
+		b.batch.Set(usageKey(u.Tenant), encodeUsage(u.Usage), nil)
+	}
+	for _, ev := range c.Events {
+		if ev.New == nil {
+			b.batch.Delete(eventKey(ev.Seq), nil)
+		} else {
+			b.batch.Set(eventKey(ev.Seq), ev.New, nil)
+		}
+		b.events = true
+	}
+	meta, _ := c.Meta.MarshalBinary()
+	b.batch.Set(metaKey, meta, nil)
+	b.note(c.Records)
+	return lowest
+}
+
+// note records the changes in recs and touchedFrom.
+func (b *buffer) note(changes []fsm.RecordChange) {
+	b.rmu.Lock()
+	defer b.rmu.Unlock()
+	if b.recs == nil {
+		b.recs = map[string]buffered{}
+	}
+	for _, rc := range changes {
+		b.recs[string(rc.Key)] = buffered{enc: rc.New, due: rc.NewExpiresAt}
+		if rc.HadOld {
+			b.touch(rc.OldExpiresAt)
+		}
+		if rc.New != nil {
+			b.touch(rc.NewExpiresAt)
+		}
+	}
+}
+
+func (b *buffer) touch(at int64) {
+	if !b.touched || at < b.touchedFrom {
+		b.touched, b.touchedFrom = true, at
+	}
+}
+
+// full reports whether a commit should drain the buffer.
+func (b *buffer) full(limit int) bool { return b.batch != nil && b.batch.Len() >= limit }
+
+// touchesBy reports whether the batch sets or deletes an expiry index
+// entry due at or before t.
+func (b *buffer) touchesBy(t int64) bool { return b.touched && b.touchedFrom <= t }
+
+// drain hands the buffered commits to Pebble, if any; the caller holds
+// wmu. The unflushed tracker learns their keys first, so no lookup skips
+// the memtables for them; the map is cleared only after the commit, so a
+// lookup finds each record in one or the other.
+func (s *Store) drain() error {
+	b := &s.buf
+	if b.batch == nil {
+		return nil
+	}
+	s.unflushed.add(maps.Keys(b.recs), b.batch.Len())
+	err := b.batch.Commit(pebble.NoSync)
+	b.batch.Close()
+	b.batch, b.touched, b.events = nil, false, false
+	if err != nil {
+		return s.fail("commit the buffered entries", err)
+	}
+	b.rmu.Lock()
+	clear(b.recs)
+	b.rmu.Unlock()
+	// To a NextExpiry walking Pebble meanwhile, the buffered keys are
+	// inserted now: expLow must not pass them (endPeek).
+	s.mu.Lock()
+	s.noteInsertedLocked(s.bufferedLow)
+	s.bufferedLow = nil
+	s.mu.Unlock()
+	return nil
+}
+
+// drainNow drains the buffer for a reader of Pebble on any goroutine.
+func (s *Store) drainNow() error {
+	s.buf.wmu.Lock()
+	defer s.buf.wmu.Unlock()
+	return s.drain()
+}
+
+// addKeys adds the keys of the buffered records to f; the caller holds
+// wmu.
+func (b *buffer) addKeys(f *keyFilter) {
+	b.rmu.RLock()
+	defer b.rmu.RUnlock()
+	for k, r := range b.recs {
+		if r.enc != nil {
+			f.add([]byte(k))
+		}
+	}
+}
+
+// has reports whether key's last change is in the buffer.
+func (b *buffer) has(key []byte) bool {
+	b.rmu.RLock()
+	defer b.rmu.RUnlock()
+	_, ok := b.recs[string(key)]
+	return ok
+}
+
+// nextDue returns the earliest due time of the records stored by the
+// buffered commits.
+func (b *buffer) nextDue() (next int64, found bool) {
+	b.rmu.RLock()
+	defer b.rmu.RUnlock()
+	for _, r := range b.recs {
+		if r.enc != nil && (!found || r.due < next) {
+			next, found = r.due, true
+		}
+	}
+	return next, found
+}
