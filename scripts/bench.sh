@@ -195,10 +195,13 @@ bench_one() {
 	BENCH_PID=
 	scrape_nodes "$mode" "$clients"
 	log "idemnode data after run: $(du -sh "$dir" | cut -f1); log lines at WARN or above: $(cat "$dir"/node*/log | wc -l)"
-	if ((rc != 0)); then
+	# The nodes log at WARN and above: kept always, since a node that died
+	# mid-run shows only as idembench's errors.
+	local n
+	for n in "$dir"/node*; do
 		mkdir -p "$RESULTS_DIR/logs/$mode-$clients"
-		cp "$dir"/node*/log "$RESULTS_DIR/logs/$mode-$clients/" 2>/dev/null || true
-	fi
+		cp "$n/log" "$RESULTS_DIR/logs/$mode-$clients/$(basename "$n").log" 2>/dev/null || true
+	done
 	stop_nodes
 	rm -rf "$dir"
 	return "$rc"
