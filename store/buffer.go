@@ -3,6 +3,7 @@ package store
 import (
 	"maps"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -35,6 +36,8 @@ type buffer struct {
 	touchedFrom int64
 	// events says the batch changes the feed.
 	events bool
+	// drains counts the drains, for a NextExpiry walk to see one happened.
+	drains atomic.Uint64
 
 	// rmu guards recs, read by lookups on any goroutine.
 	rmu sync.RWMutex
@@ -132,6 +135,7 @@ func (s *Store) drain() error {
 	}
 	s.unflushed.add(maps.Keys(b.recs), b.batch.Len())
 	err := b.batch.Commit(pebble.NoSync)
+	b.drains.Add(1)
 	b.batch.Close()
 	b.batch, b.touched, b.events = nil, false, false
 	if err != nil {

@@ -232,6 +232,7 @@ func (b *builder) Install() (fsm.Store, error) {
 		}
 	}
 	b.db, b.batch = nil, nil
+	s.startFilterBuild()
 	return s, nil
 }
 

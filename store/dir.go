@@ -63,6 +63,7 @@ func Open(root string, o Options) (*Store, error) {
 		s.release()
 		return nil, err
 	}
+	s.startFilterBuild()
 	return s, nil
 }
 

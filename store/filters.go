@@ -114,10 +114,14 @@ func (fs *filters) abandon(f *keyFilter) {
 
 // startFilterBuild starts building a filter of the keys stored now, in the
 // background. The caller is the committing goroutine, holding the write
-// buffer's lock, or Open before any commit: nothing is written between
-// registering the filter and taking the snapshot, so every key is in one
-// or the other, or in the buffer.
+// buffer's lock, or Open or Install once the store is current, before any
+// commit: nothing is written between registering the filter and taking
+// the snapshot, so every key is in one or the other, or in the buffer.
+// A closed store starts none (Close waits for those started).
 func (s *Store) startFilterBuild() {
+	if s.closing() {
+		return
+	}
 	f := s.filters.begin()
 	if f == nil {
 		return

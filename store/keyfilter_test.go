@@ -108,3 +108,42 @@ func TestFilterRebuildsLoseNoKey(t *testing.T) {
 		t.Fatalf("the filter is %.2f full with 100 records stored: deleted keys were not dropped", fill)
 	}
 }
+
+// TestCloseWaitsForFilterBuild: a store closed while its first filter is
+// being built can be opened again at once (the build held the database
+// open), and finds its records.
+func TestCloseWaitsForFilterBuild(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := Options{FS: fs, CacheSize: 1 << 20, MemTableSize: 1 << 20}
+	s, err := Open("fsm", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%06d", i)) }
+	for i := range 20_000 {
+		rc := fsm.RecordChange{Key: key(i), New: []byte("v"), NewExpiresAt: int64(i)}
+		if err := s.Commit(&fsm.Changes{Meta: fsm.Meta{Applied: uint64(i + 1)}, Records: []fsm.RecordChange{rc}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustNot(s.Close())
+	for range 3 {
+		if s, err = Open("fsm", opts); err != nil {
+			t.Fatalf("reopen while the last build may have run: %v", err)
+		}
+		mustNot(s.Close())
+	}
+	if s, err = Open("fsm", opts); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.builds.Wait()
+	for _, i := range []int{0, 9_999, 19_999} {
+		if _, ok, err := s.Get(key(i)); err != nil || !ok {
+			t.Fatalf("record %d not found after reopening (%v)", i, err)
+		}
+	}
+	if _, built := s.KeyFilter(); built != 1 {
+		t.Fatalf("%d filters built after open, want 1", built)
+	}
+}

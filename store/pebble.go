@@ -216,7 +216,6 @@ func newStore(root, name string, o Options, db *pebble.DB, cache *pebble.Cache, 
 	if err := s.loadMeta(); err != nil {
 		return nil, err
 	}
-	s.startFilterBuild()
 	return s, nil
 }
 
@@ -429,9 +428,26 @@ func (s *Store) drainEvents() error {
 // so the delete markers below it are stepped over once. A record whose
 // last change is in the write buffer counts with its due time there, not
 // with its entry in Pebble, which the buffer may delete or keep.
-func (s *Store) NextExpiry() (int64, bool, error) {
+//
+// A drain while it walks (a Sync, a View, a reader of the feed) moves
+// buffered records into Pebble behind the walk's iterator and out of the
+// buffer before nextDue reads it, so the walk is retried, a few times at
+// most: a drain is rare next to a walk.
+func (s *Store) NextExpiry() (next int64, found bool, err error) {
 	s.peekMu.Lock()
 	defer s.peekMu.Unlock()
+	for range 3 {
+		drains := s.buf.drains.Load()
+		next, found, err = s.peekExpiry()
+		if err != nil || s.buf.drains.Load() == drains {
+			break
+		}
+	}
+	return next, found, err
+}
+
+// peekExpiry is one walk of NextExpiry; the caller holds peekMu.
+func (s *Store) peekExpiry() (int64, bool, error) {
 	low := s.startPeek()
 	var next int64
 	var found bool
@@ -653,7 +669,11 @@ func flush(db *pebble.DB, brk *breaker) error {
 // Close flushes the store, so that a clean restart replays nothing, and
 // releases it; the database closes once its last view is closed.
 func (s *Store) Close() error {
+	// Under wmu: a commit starting a filter build holds it, so no build
+	// starts once closed is closed, and Wait waits for every one.
+	s.buf.wmu.Lock()
 	s.closeOnce.Do(func() { close(s.closed) })
+	s.buf.wmu.Unlock()
 	s.builds.Wait()
 	err := s.Sync()
 	s.release()
