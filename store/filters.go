@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -51,7 +52,7 @@ func (fs *filters) mayHold(key []byte) bool {
 
 // add puts the changes' keys in the filters, before they are written. It
 // reports whether cur has filled up and no rebuild runs: the caller then
-// starts one (startRebuild).
+// starts one (startFilterBuild).
 func (fs *filters) add(changes []fsm.RecordChange) (rebuild bool) {
 	if fs.size == 0 {
 		return false
@@ -103,7 +104,7 @@ func (fs *filters) finish(f *keyFilter) {
 	fs.rebuildAt = int64(fill * bits)
 }
 
-// abandon drops next, unbuilt (the store is closing).
+// abandon drops next, unbuilt (the store is closing, or the build failed).
 func (fs *filters) abandon(f *keyFilter) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -139,7 +140,7 @@ func (s *Store) startFilterBuild() {
 		defer snap.Close()
 		if err := s.addStoredKeys(snap, f); err != nil {
 			s.filters.abandon(f)
-			if err != errClosing {
+			if !errors.Is(err, errClosing) {
 				s.fail("build the key filter", err)
 			}
 			return
@@ -149,7 +150,7 @@ func (s *Store) startFilterBuild() {
 }
 
 // errClosing ends a filter build when the store closes.
-var errClosing = fmt.Errorf("store is closing")
+var errClosing = errors.New("store is closing")
 
 // addStoredKeys adds to f the key of every record snap holds, read from
 // the expiry index (one entry per record, and nothing but its key and due

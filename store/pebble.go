@@ -275,13 +275,20 @@ var errBroken = errors.New("store: stopped after a fatal error")
 // seen is absent; a key no memtable can hold is looked up in the sstables
 // alone (unflushed.go says why).
 func (s *Store) Get(key []byte) ([]byte, bool, error) {
+	return s.read(key, &missLookup)
+}
+
+// read returns key's record from the write buffer if it holds the key's
+// last change, else from Pebble, unless the key filter has not seen it;
+// flushed are the read options for the sstables (missLookup, hitLookup).
+func (s *Store) read(key []byte, flushed *pebble.IterOptions) ([]byte, bool, error) {
 	if enc, ok := s.buf.get(key); ok {
 		return bytes.Clone(enc), enc != nil, nil
 	}
 	if !s.filters.mayHold(key) {
 		return nil, false, nil
 	}
-	return s.lookup(key, &missLookup)
+	return s.lookup(key, flushed)
 }
 
 // lookup is Get with the sstables' read options for a key that is in none
@@ -377,11 +384,7 @@ func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 		if at > t || len(out) >= limit {
 			return false, nil
 		}
-		enc, ok := s.buf.get(key)
-		var err error
-		if !ok {
-			enc, ok, err = s.lookup(key, &hitLookup)
-		}
+		enc, ok, err := s.read(key, &hitLookup)
 		if err != nil {
 			return false, err
 		}
