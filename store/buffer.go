@@ -19,16 +19,27 @@ import (
 // records from a map; everything else that reads Pebble drains the buffer
 // first, unless what it reads cannot be in it (Due, NextExpiry).
 //
+// A commit that fills the buffer hands the batch to a goroutine (handOff),
+// which commits it while later commits gather in a new batch: sorting 20
+// MiB of keys is too slow for the apply path, where it held every entry
+// behind it. Lookups read the handed batch's records from a second map
+// until it is in Pebble. At most one batch is in flight; a writer that
+// needs Pebble to hold every commit waits for it (settle).
+//
 // Nothing here changes what survives a crash: the buffer, like a memtable,
-// is lost with the process, and the Raft log replays it. Sync drains it
-// before it flushes, so the store is still durable through the last
-// commit when a snapshot is recorded.
+// is lost with the process, and the Raft log replays it; batches reach
+// Pebble in order, each whole. Sync drains it before it flushes, so the
+// store is still durable through the last commit when a snapshot is
+// recorded.
 type buffer struct {
-	// wmu orders every write into Pebble: a commit's append, a drain, and
-	// unflushed.rotate, whose rule is that nothing is written between a
-	// flush's start and its swap.
+	// wmu orders every write into Pebble: a commit's append, a drain, a
+	// hand-off, and unflushed.rotate, whose rule is that nothing is written
+	// between a flush's start and its swap (so it waits for no hand-off in
+	// flight).
 	wmu   sync.Mutex
 	batch *pebble.Batch // nil when empty
+	// handed is the batch being committed in the background, nil when none.
+	handed *handoff
 	// touchedFrom is the earliest due time of the expiry index entries the
 	// batch sets or deletes (touched says there are some): Due drains the
 	// buffer when it reaches that far.
@@ -39,10 +50,20 @@ type buffer struct {
 	// drains counts the drains, for a NextExpiry walk to see one happened.
 	drains atomic.Uint64
 
-	// rmu guards recs, read by lookups on any goroutine.
+	// rmu guards recs and handedRecs, read by lookups on any goroutine.
 	rmu sync.RWMutex
 	// recs holds the buffered records by key; a deleted one has nil enc.
 	recs map[string]buffered
+	// handedRecs holds the records of the handed batch, older than recs',
+	// until Pebble has them.
+	handedRecs map[string]buffered
+}
+
+// handoff is a batch committed in the background; err is set before done
+// closes.
+type handoff struct {
+	done chan struct{}
+	err  error
 }
 
 // buffered is a record's last change in the buffer: enc and due time.
@@ -62,6 +83,9 @@ func (b *buffer) get(key []byte) (enc []byte, found bool) {
 	b.rmu.RLock()
 	defer b.rmu.RUnlock()
 	r, found := b.recs[string(key)]
+	if !found {
+		r, found = b.handedRecs[string(key)]
+	}
 	return r.enc, found
 }
 
@@ -124,11 +148,15 @@ func (b *buffer) full(limit int) bool { return b.batch != nil && b.batch.Len() >
 // entry due at or before t.
 func (b *buffer) touchesBy(t int64) bool { return b.touched && b.touchedFrom <= t }
 
-// drain hands the buffered commits to Pebble, if any; the caller holds
-// wmu. The unflushed tracker learns their keys first, so no lookup skips
-// the memtables for them; the map is cleared only after the commit, so a
-// lookup finds each record in one or the other.
+// drain hands the buffered commits to Pebble, if any, once the handed
+// batch is in; the caller holds wmu. The unflushed tracker learns their
+// keys first, so no lookup skips the memtables for them; the map is
+// cleared only after the commit, so a lookup finds each record in one or
+// the other.
 func (s *Store) drain() error {
+	if err := s.settle(); err != nil {
+		return err
+	}
 	b := &s.buf
 	if b.batch == nil {
 		return nil
@@ -153,6 +181,86 @@ func (s *Store) drain() error {
 	return nil
 }
 
+// handOff moves the buffered commits to the handed batch and commits it
+// on another goroutine, after the one handed before; the caller holds
+// wmu. Its records move to handedRecs in one step, so a lookup finds each
+// in one map or the other, and leave it only once Pebble has them. A
+// store closing or closed drains in place.
+func (s *Store) handOff() error {
+	if err := s.settle(); err != nil {
+		return err
+	}
+	b := &s.buf
+	if b.batch == nil {
+		return nil
+	}
+	if !s.acquire() {
+		return s.drain()
+	}
+	s.unflushed.add(maps.Keys(b.recs), b.batch.Len())
+	batch, h := b.batch, &handoff{done: make(chan struct{})}
+	b.batch, b.touched, b.events, b.handed = nil, false, false, h
+	b.rmu.Lock()
+	b.recs, b.handedRecs = b.handedRecs, b.recs // handedRecs is empty once settled
+	b.rmu.Unlock()
+	s.mu.Lock()
+	low := s.bufferedLow
+	s.handedLow, s.bufferedLow = low, nil
+	s.mu.Unlock()
+	go s.commitHanded(batch, h)
+	return nil
+}
+
+// commitHanded commits the handed batch, then drops its records from
+// handedRecs: in the order drain keeps, for NextExpiry (drains).
+func (s *Store) commitHanded(batch *pebble.Batch, h *handoff) {
+	defer s.release()
+	defer close(h.done)
+	if s.opts.beforeHandedCommit != nil {
+		s.opts.beforeHandedCommit()
+	}
+	err := batch.Commit(pebble.NoSync)
+	s.buf.drains.Add(1)
+	batch.Close()
+	if err != nil {
+		h.err = s.fail("commit the buffered entries", err)
+		return
+	}
+	s.buf.rmu.Lock()
+	clear(s.buf.handedRecs)
+	s.buf.rmu.Unlock()
+	s.mu.Lock()
+	s.noteInsertedLocked(s.handedLow)
+	s.handedLow = nil
+	s.mu.Unlock()
+}
+
+// settle waits for the handed batch, if any, to be in Pebble; the caller
+// holds wmu.
+func (s *Store) settle() error {
+	h := s.buf.handed
+	if h == nil {
+		return nil
+	}
+	<-h.done
+	s.buf.handed = nil
+	return h.err
+}
+
+// handing reports whether a handed batch is still being committed; the
+// caller holds wmu.
+func (b *buffer) handing() bool {
+	if b.handed == nil {
+		return false
+	}
+	select {
+	case <-b.handed.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // drainNow drains the buffer for a reader of Pebble on any goroutine.
 func (s *Store) drainNow() error {
 	s.buf.wmu.Lock()
@@ -165,9 +273,11 @@ func (s *Store) drainNow() error {
 func (b *buffer) addKeys(f *keyFilter) {
 	b.rmu.RLock()
 	defer b.rmu.RUnlock()
-	for k, r := range b.recs {
-		if r.enc != nil {
-			f.add([]byte(k))
+	for _, recs := range [...]map[string]buffered{b.recs, b.handedRecs} {
+		for k, r := range recs {
+			if r.enc != nil {
+				f.add([]byte(k))
+			}
 		}
 	}
 }
@@ -177,14 +287,23 @@ func (b *buffer) has(key []byte) bool {
 	b.rmu.RLock()
 	defer b.rmu.RUnlock()
 	_, ok := b.recs[string(key)]
+	if !ok {
+		_, ok = b.handedRecs[string(key)]
+	}
 	return ok
 }
 
 // nextDue returns the earliest due time of the records stored by the
-// buffered commits.
+// buffered commits, the handed batch's included where recs has no later
+// change.
 func (b *buffer) nextDue() (next int64, found bool) {
 	b.rmu.RLock()
 	defer b.rmu.RUnlock()
+	for k, r := range b.handedRecs {
+		if _, changed := b.recs[k]; !changed && r.enc != nil && (!found || r.due < next) {
+			next, found = r.due, true
+		}
+	}
 	for _, r := range b.recs {
 		if r.enc != nil && (!found || r.due < next) {
 			next, found = r.due, true

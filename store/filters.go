@@ -116,8 +116,9 @@ func (fs *filters) abandon(f *keyFilter) {
 // startFilterBuild starts building a filter of the keys stored now, in the
 // background. The caller is the committing goroutine, holding the write
 // buffer's lock, or Open or Install once the store is current, before any
-// commit: nothing is written between registering the filter and taking
-// the snapshot, so every key is in one or the other, or in the buffer.
+// commit: nothing but a handed batch is written between registering the
+// filter and taking the snapshot, so every key is in one or the other, or
+// in the buffer.
 // A closed store starts none (Close waits for those started).
 func (s *Store) startFilterBuild() {
 	if s.closing() {
@@ -131,8 +132,10 @@ func (s *Store) startFilterBuild() {
 		s.filters.abandon(f)
 		return
 	}
+	// The buffered records first: a handed batch may reach Pebble and
+	// leave the buffer meanwhile, and is then in the snapshot.
+	s.buf.addKeys(f)
 	snap := s.db.NewSnapshot()
-	s.buf.addKeys(f) // the buffered records are not in the snapshot yet
 	s.builds.Add(1)
 	go func() {
 		defer s.builds.Done()

@@ -3,9 +3,11 @@ package store
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -46,8 +48,10 @@ func pow6(x float64) float64 { return x * x * x * x * x * x }
 // a reader on another goroutine finds every record the moment its commit
 // is done; deleted keys leave the filter at its next rebuild.
 func TestFilterRebuildsLoseNoKey(t *testing.T) {
+	// Handed batches land at any point of a rebuild's start.
 	s, err := Open("fsm", Options{FS: vfs.NewMem(), CacheSize: 1 << 20, MemTableSize: 1 << 20,
-		flushEvery: 8 << 10, KeyFilterSize: 1 << 10})
+		flushEvery: 8 << 10, KeyFilterSize: 1 << 10, drainEvery: 2 << 10,
+		beforeHandedCommit: func() { time.Sleep(time.Duration(rand.IntN(50)) * time.Microsecond) }})
 	if err != nil {
 		t.Fatal(err)
 	}

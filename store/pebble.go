@@ -54,6 +54,9 @@ type Options struct {
 	// drainEvery is the size of the write buffer (buffer.go) that a commit
 	// hands to Pebble; drainBytes(MemTableSize) when 0.
 	drainEvery int
+	// beforeHandedCommit, if set, runs before a handed batch is committed:
+	// tests slow it, so that commits and reads run while it is in flight.
+	beforeHandedCommit func()
 }
 
 // Store is the Pebble fsm.Store.
@@ -72,13 +75,13 @@ type Store struct {
 	// retries it forever) returns instead.
 	brk *breaker
 
-	// mu guards meta, expLow, insertedLow and bufferedLow.
+	// mu guards meta, expLow, insertedLow, bufferedLow and handedLow.
 	mu   sync.Mutex
 	meta fsm.Meta
-	// bufferedLow is the lowest expiry key inserted by the commits in the
-	// write buffer: expLow must not rise past it, since Pebble's index does
-	// not show it yet.
-	bufferedLow []byte
+	// bufferedLow and handedLow are the lowest expiry keys inserted by the
+	// commits in the write buffer and in its handed batch: expLow must not
+	// rise past them, since Pebble's index may not show them yet.
+	bufferedLow, handedLow []byte
 	// expLow is at or below every expiry key stored: Due and NextExpiry
 	// start there, past the delete markers earlier Expires left, which
 	// Pebble would otherwise step over one by one until compaction drops
@@ -356,13 +359,16 @@ func get(r reader, key []byte, fail func(string, error) error) ([]byte, bool, er
 
 // Due returns at most limit records expiring at or before t, in (expiry,
 // key) order. The buffer is drained first if it changes the index that
-// far; otherwise the index in Pebble is right up to t, and only the
-// records may be newer in the buffer. Due holds the buffer's write lock
+// far (and the handed batch always); otherwise the index in Pebble is
+// right up to t, and only the records may be newer in the buffer. Due holds the buffer's write lock
 // throughout, so no drain (a Sync, a View) adds entries to Pebble while it
 // walks.
 func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 	s.buf.wmu.Lock()
 	defer s.buf.wmu.Unlock()
+	if err := s.settle(); err != nil {
+		return nil, err
+	}
 	if s.buf.touchesBy(t) {
 		if err := s.drain(); err != nil {
 			return nil, err
@@ -416,12 +422,13 @@ func (s *Store) Events(after uint64, limit int) ([][]byte, error) {
 	return out, nil
 }
 
-// drainEvents drains the buffer if it changes the feed.
+// drainEvents drains the buffer if it changes the feed, and waits for
+// the handed batch, which may.
 func (s *Store) drainEvents() error {
 	s.buf.wmu.Lock()
 	defer s.buf.wmu.Unlock()
 	if !s.buf.events {
-		return nil
+		return s.settle()
 	}
 	return s.drain()
 }
@@ -495,8 +502,12 @@ func (s *Store) endPeek(low, first []byte) {
 	if first == nil || !bytes.Equal(s.expLow, low) {
 		return
 	}
-	s.expLow = lowerKey(lowerKey(first, inserted), s.bufferedLow)
+	s.expLow = lowerKey(lowerKey(first, inserted), s.unindexedLowLocked())
 }
+
+// unindexedLowLocked is the lowest expiry key the write buffer or its
+// handed batch inserts; the caller holds mu.
+func (s *Store) unindexedLowLocked() []byte { return lowerKey(s.bufferedLow, s.handedLow) }
 
 // lowerKey returns the lower of two keys, nil standing for none.
 func lowerKey(a, b []byte) []byte {
@@ -546,7 +557,7 @@ func (s *Store) raiseExpLow(low, first []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if bytes.Equal(s.expLow, low) {
-		s.expLow = lowerKey(bytes.Clone(first), s.bufferedLow)
+		s.expLow = lowerKey(bytes.Clone(first), s.unindexedLowLocked())
 	}
 }
 
@@ -598,12 +609,16 @@ func (s *Store) Commit(c *fsm.Changes) error {
 	}
 	s.mu.Unlock()
 	if s.buf.full(s.opts.drainEvery) {
-		if err := s.drain(); err != nil {
+		if err := s.handOff(); err != nil {
 			return err
 		}
 	}
-	if err := s.unflushed.rotate(s.db.AsyncFlush); err != nil {
-		return s.fail("flush", err)
+	// A flush that starts before the handed batch is in would not hold
+	// it: rotate waits for a later commit.
+	if !s.buf.handing() {
+		if err := s.unflushed.rotate(s.db.AsyncFlush); err != nil {
+			return s.fail("flush", err)
+		}
 	}
 	if rebuildFilter {
 		s.startFilterBuild()
