@@ -47,8 +47,10 @@ type buffer struct {
 	touchedFrom int64
 	// events says the batch changes the feed.
 	events bool
-	// drains counts the drains, for a NextExpiry walk to see one happened.
-	drains atomic.Uint64
+	// clears is a sequence count around every clear of a record map (odd
+	// while one runs): a NextExpiry walk that saw a buffered record skips
+	// its entry in Pebble, and must not then miss it in the map.
+	clears atomic.Uint64
 
 	// rmu guards recs and handedRecs, read by lookups on any goroutine.
 	rmu sync.RWMutex
@@ -163,15 +165,12 @@ func (s *Store) drain() error {
 	}
 	s.unflushed.add(maps.Keys(b.recs), b.batch.Len())
 	err := b.batch.Commit(pebble.NoSync)
-	b.drains.Add(1)
 	b.batch.Close()
 	b.batch, b.touched, b.events = nil, false, false
 	if err != nil {
 		return s.fail("commit the buffered entries", err)
 	}
-	b.rmu.Lock()
-	clear(b.recs)
-	b.rmu.Unlock()
+	b.clearRecs(b.recs)
 	// To a NextExpiry walking Pebble meanwhile, the buffered keys are
 	// inserted now: expLow must not pass them (endPeek).
 	s.mu.Lock()
@@ -212,23 +211,21 @@ func (s *Store) handOff() error {
 }
 
 // commitHanded commits the handed batch, then drops its records from
-// handedRecs: in the order drain keeps, for NextExpiry (drains).
+// handedRecs. It releases its reference before it says it is done, so a
+// Close that settles closes the database.
 func (s *Store) commitHanded(batch *pebble.Batch, h *handoff) {
-	defer s.release()
 	defer close(h.done)
+	defer s.release()
 	if s.opts.beforeHandedCommit != nil {
 		s.opts.beforeHandedCommit()
 	}
 	err := batch.Commit(pebble.NoSync)
-	s.buf.drains.Add(1)
 	batch.Close()
 	if err != nil {
 		h.err = s.fail("commit the buffered entries", err)
 		return
 	}
-	s.buf.rmu.Lock()
-	clear(s.buf.handedRecs)
-	s.buf.rmu.Unlock()
+	s.buf.clearRecs(s.buf.handedRecs)
 	s.mu.Lock()
 	s.noteInsertedLocked(s.handedLow)
 	s.handedLow = nil
@@ -236,15 +233,29 @@ func (s *Store) commitHanded(batch *pebble.Batch, h *handoff) {
 }
 
 // settle waits for the handed batch, if any, to be in Pebble; the caller
-// holds wmu.
+// holds wmu. A batch that failed stays handed, so every later write
+// fails too, and no later batch reaches Pebble without it.
 func (s *Store) settle() error {
 	h := s.buf.handed
 	if h == nil {
 		return nil
 	}
 	<-h.done
+	if h.err != nil {
+		return h.err
+	}
 	s.buf.handed = nil
-	return h.err
+	return nil
+}
+
+// clearRecs empties recs, one of the record maps, once Pebble holds its
+// records, inside the clears count.
+func (b *buffer) clearRecs(recs map[string]buffered) {
+	b.clears.Add(1)
+	b.rmu.Lock()
+	clear(recs)
+	b.rmu.Unlock()
+	b.clears.Add(1)
 }
 
 // handing reports whether a handed batch is still being committed; the

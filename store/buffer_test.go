@@ -35,6 +35,8 @@ func commitRecords(t *testing.T, s *Store, index uint64, rcs ...fsm.RecordChange
 
 // TestReadsSeeTheHandedBatchInFlight: while a handed batch is being
 // committed, lookups, NextExpiry and Due answer as if it were in Pebble.
+// Every hand-off after the first stays in flight for 200 ms: the reads run
+// in that time, and the next hand-off or Due waits it out.
 func TestReadsSeeTheHandedBatchInFlight(t *testing.T) {
 	s, slow := handStore(t)
 	k, j := []byte("k"), []byte("j")
@@ -42,16 +44,13 @@ func TestReadsSeeTheHandedBatchInFlight(t *testing.T) {
 	if err := s.Sync(); err != nil { // k and its entry at 100 are in Pebble
 		t.Fatal(err)
 	}
+	slow.Store(int64(200 * time.Millisecond))
 
 	// In flight: k moves to 300, j is stored at 50.
-	slow.Store(int64(200 * time.Millisecond))
 	commitRecords(t, s, 2,
 		fsm.RecordChange{Key: k, HadOld: true, OldExpiresAt: 100, New: []byte("k2"), NewExpiresAt: 300},
 		fsm.RecordChange{Key: j, New: []byte("j1"), NewExpiresAt: 50})
-	slow.Store(0)
-	if !s.buf.handing() {
-		t.Fatal("the batch is not in flight")
-	}
+	mustBeHanding(t, s)
 	if enc, ok, err := s.Get(j); err != nil || !ok || string(enc) != "j1" {
 		t.Fatalf("Get(j) = %q %v %v, want j1", enc, ok, err)
 	}
@@ -59,22 +58,48 @@ func TestReadsSeeTheHandedBatchInFlight(t *testing.T) {
 		t.Fatalf("NextExpiry = %d %v %v, want 50", at, ok, err)
 	}
 
-	// Still in flight: j is deleted, k moves on to 400.
-	slow.Store(int64(200 * time.Millisecond))
+	// In flight: j is deleted, k moves on to 400.
 	commitRecords(t, s, 3,
 		fsm.RecordChange{Key: j, HadOld: true, OldExpiresAt: 50},
 		fsm.RecordChange{Key: k, HadOld: true, OldExpiresAt: 300, New: []byte("k3"), NewExpiresAt: 400})
-	slow.Store(0)
+	mustBeHanding(t, s)
 	if at, ok, err := s.NextExpiry(); err != nil || !ok || at != 400 {
-		t.Fatalf("NextExpiry = %d %v %v, want 400 (k's entries at 100 and 300 are gone)", at, ok, err)
+		t.Fatalf("NextExpiry = %d %v %v, want 400 (j's entry at 50 is gone)", at, ok, err)
 	}
-	// Due walks Pebble's index: without the deletions in flight it would
-	// find j's entry at 50 and k's at 100 and 300.
-	slow.Store(int64(200 * time.Millisecond))
+
+	// In flight: k moves on to 500. Due walks Pebble's index, where k's
+	// entry is still at 400.
 	commitRecords(t, s, 4, fsm.RecordChange{Key: k, HadOld: true, OldExpiresAt: 400, New: []byte("k4"), NewExpiresAt: 500})
-	slow.Store(0)
-	due, err := s.Due(450, 10)
-	if err != nil || len(due) != 0 {
+	mustBeHanding(t, s)
+	if due, err := s.Due(450, 10); err != nil || len(due) != 0 {
 		t.Fatalf("Due(450) = %q %v, want nothing", due, err)
+	}
+}
+
+// TestExpLowStaysBelowTheHandedBatch: a NextExpiry walk while a handed
+// batch is in flight does not see its entries in Pebble, and must not
+// raise expLow past them, or Due would start above them.
+func TestExpLowStaysBelowTheHandedBatch(t *testing.T) {
+	s, slow := handStore(t)
+	k, j := []byte("k"), []byte("j")
+	commitRecords(t, s, 1, fsm.RecordChange{Key: k, New: []byte("k1"), NewExpiresAt: 100})
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	slow.Store(int64(200 * time.Millisecond))
+	commitRecords(t, s, 2, fsm.RecordChange{Key: j, New: []byte("j1"), NewExpiresAt: 50})
+	mustBeHanding(t, s)
+	if at, ok, err := s.NextExpiry(); err != nil || !ok || at != 50 {
+		t.Fatalf("NextExpiry = %d %v %v, want 50", at, ok, err)
+	}
+	if due, err := s.Due(60, 10); err != nil || len(due) != 1 || string(due[0]) != "j1" {
+		t.Fatalf("Due(60) = %q %v, want j1", due, err)
+	}
+}
+
+func mustBeHanding(t *testing.T, s *Store) {
+	t.Helper()
+	if !s.buf.handing() {
+		t.Fatal("the batch is not in flight")
 	}
 }
