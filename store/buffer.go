@@ -156,13 +156,10 @@ func (b *buffer) touchesBy(t int64) bool { return b.touched && b.touchedFrom <= 
 // cleared only after the commit, so a lookup finds each record in one or
 // the other.
 func (s *Store) drain() error {
-	if err := s.settle(); err != nil {
+	if ok, err := s.pending(); !ok {
 		return err
 	}
 	b := &s.buf
-	if b.batch == nil {
-		return nil
-	}
 	s.unflushed.add(maps.Keys(b.recs), b.batch.Len())
 	err := b.batch.Commit(pebble.NoSync)
 	b.batch.Close()
@@ -186,16 +183,13 @@ func (s *Store) drain() error {
 // in one map or the other, and leave it only once Pebble has them. A
 // store closing or closed drains in place.
 func (s *Store) handOff() error {
-	if err := s.settle(); err != nil {
+	if ok, err := s.pending(); !ok {
 		return err
-	}
-	b := &s.buf
-	if b.batch == nil {
-		return nil
 	}
 	if !s.acquire() {
 		return s.drain()
 	}
+	b := &s.buf
 	s.unflushed.add(maps.Keys(b.recs), b.batch.Len())
 	batch, h := b.batch, &handoff{done: make(chan struct{})}
 	b.batch, b.touched, b.events, b.handed = nil, false, false, h
@@ -246,6 +240,15 @@ func (s *Store) settle() error {
 	}
 	s.buf.handed = nil
 	return nil
+}
+
+// pending settles the handed batch and reports whether the buffer holds
+// commits to write; the caller holds wmu.
+func (s *Store) pending() (bool, error) {
+	if err := s.settle(); err != nil {
+		return false, err
+	}
+	return s.buf.batch != nil, nil
 }
 
 // clearRecs empties recs, one of the record maps, once Pebble holds its
