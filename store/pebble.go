@@ -358,11 +358,11 @@ func get(r reader, key []byte, fail func(string, error) error) ([]byte, bool, er
 }
 
 // Due returns at most limit records expiring at or before t, in (expiry,
-// key) order. The buffer is drained first if it changes the index that
-// far (and the handed batch always); otherwise the index in Pebble is
-// right up to t, and only the records may be newer in the buffer. Due holds the buffer's write lock
-// throughout, so no drain (a Sync, a View) adds entries to Pebble while it
-// walks.
+// key) order. It waits for the handed batch, and drains the buffer if it
+// changes the index that far; otherwise the index in Pebble is right up to
+// t, and only the records may be newer in the buffer. Due holds the
+// buffer's write lock throughout, so no drain or hand-off adds entries to
+// Pebble while it walks.
 func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 	s.buf.wmu.Lock()
 	defer s.buf.wmu.Unlock()
