@@ -79,6 +79,11 @@ type buffered struct {
 // half a memtable, counting its skiplist overhead).
 func drainBytes(memTableSize uint64) int { return int(memTableSize * 5 / 8) }
 
+// batchBytesFor is the room a batch handed off at limit bytes is made
+// with: the last commit goes past the limit, by little (one Raft entry's
+// changes), and a larger one grows the batch.
+func batchBytesFor(limit int) int { return limit + limit/16 }
+
 // get returns key's buffered record: found says the buffer has its last
 // change, and enc is nil if that change deleted it.
 func (b *buffer) get(key []byte) (enc []byte, found bool) {
@@ -91,11 +96,15 @@ func (b *buffer) get(key []byte) (enc []byte, found bool) {
 	return r.enc, found
 }
 
-// append adds one commit to the batch; the caller holds wmu. It returns
-// the lowest expiry key the commit inserts.
-func (b *buffer) append(db *pebble.DB, c *fsm.Changes) []byte {
+// append adds one commit to the batch, which is handed off once it holds
+// limit bytes; the caller holds wmu. It returns the lowest expiry key the
+// commit inserts.
+func (b *buffer) append(db *pebble.DB, c *fsm.Changes, limit int) []byte {
 	if b.batch == nil {
-		b.batch = db.NewBatch()
+		// Sized to fill without growing: a batch that doubles its way to
+		// 20 MiB copies itself five times and ends in 32 MiB, and up to
+		// three batches are held at once (Options.MemoryBound).
+		b.batch = db.NewBatch(pebble.WithInitialSizeBytes(batchBytesFor(limit)))
 	}
 	lowest := writeRecords(b.batch, c.Records)
 	for _, u := range c.Usage {
