@@ -143,6 +143,19 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// MemoryBound is the most memory the store's parts hold with these
+// options, whatever it stores (the node adds its own: Raft, gRPC):
+//   - the block cache;
+//   - four memtables: Pebble queues them, with the handed batches, up to
+//     twice MemTableSize (its stop-writes threshold), the last one past
+//     it, and keeps one more to recycle;
+//   - the write buffer and the handed batch not yet in that queue;
+//   - the key filter, twice while it is rebuilt.
+func (o Options) MemoryBound() int64 {
+	o = o.withDefaults()
+	return o.CacheSize + 4*int64(o.MemTableSize) + 2*int64(batchBytesFor(o.drainEvery)) + 2*o.KeyFilterSize
+}
+
 // pebbleOptions: the store applies without Pebble's WAL, since the Raft log
 // already holds every entry (DESIGN.md); Bloom filters on every level,
 // since most lookups are of a fresh key that is nowhere.
@@ -601,7 +614,7 @@ func (s *Store) Commit(c *fsm.Changes) error {
 	rebuildFilter := s.filters.add(c.Records)
 	s.buf.wmu.Lock()
 	defer s.buf.wmu.Unlock()
-	lowest := s.buf.append(s.db, c)
+	lowest := s.buf.append(s.db, c, s.opts.drainEvery)
 	s.mu.Lock()
 	s.meta = c.Meta
 	if lowest != nil {

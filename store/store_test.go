@@ -209,3 +209,27 @@ func TestCrashKeepsAPrefixOfCommits(t *testing.T) {
 	}
 	n.m.Close()
 }
+
+// TestMemoryBoundCountsEachPart: the bound a node checks --memory-limit
+// against grows with each setting by as many of it as the store holds.
+func TestMemoryBoundCountsEachPart(t *testing.T) {
+	base := Options{}.MemoryBound()
+	const mib = 1 << 20
+	if want := int64(128*mib + 4*32*mib + 2*(20*mib+20*mib/16) + 2*32*mib); base != want {
+		t.Fatalf("default bound %d MiB, want %d MiB", base/mib, want/mib)
+	}
+	for _, tc := range []struct {
+		name string
+		o    Options
+		more int64
+	}{
+		{"cache", Options{CacheSize: 256 * mib}, 128 * mib},
+		{"memtables and the batches they size", Options{MemTableSize: 64 * mib}, 4*32*mib + 2*(20*mib+20*mib/16)},
+		{"two filters", Options{KeyFilterSize: 64 * mib}, 2 * 32 * mib},
+		{"no filter", Options{KeyFilterSize: -1}, -2 * 32 * mib},
+	} {
+		if got := tc.o.MemoryBound() - base; got != tc.more {
+			t.Errorf("%s: bound grows by %d bytes, want %d", tc.name, got, tc.more)
+		}
+	}
+}

@@ -72,6 +72,7 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 		`idemnode_snapshot_failures_total{stage="send"}`:                   0,
 		`idemnode_snapshot_failures_total{stage="install"}`:                0,
 		`idemnode_snapshot_failures_total{stage="restore"}`:                0,
+		`go_gc_gomemlimit_bytes`:                                           DefaultMemoryLimit - codeMemory, // --memory-limit's default
 	}
 	for series, v := range want {
 		if got, ok := m[series]; !ok || got != v {

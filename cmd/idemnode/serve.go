@@ -30,6 +30,7 @@ type serveFlags struct {
 	cacheSize         int64
 	memtableSize      int64
 	keyFilterSize     int64
+	memoryLimit       int64
 	nodeID            string
 	dataDir           string
 	grpcAddr          string
@@ -108,10 +109,13 @@ func newServeCmd() *cobra.Command {
 	fl.Var(newByteSize(&f.cacheSize, store.DefaultCacheSize), "cache-size",
 		"the store's block cache (e.g. 128MiB); with the memtables it bounds the node's memory, whatever it stores")
 	fl.Var(newByteSize(&f.memtableSize, store.DefaultMemTableSize), "memtable-size",
-		"one of the store's (at most two) memtables (e.g. 32MiB)")
+		"one of the store's memtables (e.g. 32MiB; up to four are held)")
 	fl.Var(newByteSize(&f.keyFilterSize, store.DefaultKeyFilterSize), "key-filter-size",
 		"the in-memory filter that answers lookups of fresh keys without the disk (e.g. 32MiB; about 10 bits a stored "+
 			"record keeps it sharp; two are held while it is rebuilt)")
+	fl.Var(newByteSize(&f.memoryLimit, DefaultMemoryLimit), "memory-limit",
+		"the node's memory budget, whatever it stores (e.g. 512MiB): the Go runtime collects garbage before passing it, "+
+			"and the start is refused if the store's parts above may outgrow it; leave the page cache room beside it")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.DurationVar(&f.diskStallTimeout, "disk-stall-timeout", 20*time.Second,
@@ -191,6 +195,9 @@ func (f *serveFlags) validate() error {
 	if f.expiryInterval <= 0 {
 		return fmt.Errorf("--expiry-interval must be positive, got %s", f.expiryInterval)
 	}
+	if err := f.checkMemory(); err != nil {
+		return err
+	}
 	return f.tls.check(f.gossipAddr != "", f.dev)
 }
 
@@ -222,6 +229,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	applyMemoryLimit(f.memoryLimit, log)
 	sec, err := loadSecurity(f.tls, f.gossipAddr != "", log)
 	if err != nil {
 		return err
