@@ -59,7 +59,11 @@ func (s *Store) NewBuilder() (fsm.Builder, error) {
 	if err := fs.RemoveAll(fs.PathJoin(s.root, name)); err != nil {
 		return nil, fmt.Errorf("clear %s: %w", name, err)
 	}
-	cache := pebble.NewCache(s.opts.CacheSize)
+	// The new store shares the block cache, so that a node installing a
+	// snapshot holds one cache, not two (Options.MemoryBound): the old
+	// store's blocks give way as the new one's come in.
+	cache := s.cache
+	cache.Ref()
 	brk := newBreaker(s.opts.Fatal)
 	po := s.opts.pebbleOptions(cache, brk)
 	db, err := openDBWith(fs.PathJoin(s.root, name), po)
