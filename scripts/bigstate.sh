@@ -45,12 +45,15 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$WORK/bin"
-(cd "$REPO" && go build -o "$WORK/bin/idemnode" ./cmd/idemnode && go build -o "$WORK/bin/idemgen" ./cmd/idemgen &&
-	go build -o "$WORK/bin/idembench" ./cmd/idembench)
+# Static, like the release: without cgo, Pebble's cache and memtables sit on the Go heap,
+# where a build with cgo would keep them in C memory.
+(cd "$REPO" && export CGO_ENABLED=0 && go build -o "$WORK/bin/idemnode" ./cmd/idemnode &&
+	go build -o "$WORK/bin/idemgen" ./cmd/idemgen && go build -o "$WORK/bin/idembench" ./cmd/idembench)
 BIN=$WORK/bin
 now() { date +%s.%N; }
 since() { echo "$(now) - $1" | bc; }
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+peak_kb() { awk '/VmHWM/ {print $2}' "/proc/$1/status"; } # the most RSS the process has had
 
 mkdir "$CG"
 for i in 1 2 3; do
@@ -83,7 +86,7 @@ serve() { # node index, extra flags...; the node's pid is in PIDS[-1] (call it i
 	mkdir -p "$WORK/n$i"
 	sh -c "echo \$\$ > $CG/n$i/cgroup.procs; exec $BIN/idemnode serve --node-id n$i --data-dir $WORK/n$i --dev \
 		--grpc-addr $ip:7400 --raft-addr $ip:7401 --gossip-addr $ip:7402 --http-addr $ip:7403 --api-addr $ip:7404 \
-		--gossip-profile local --log-level warn --snapshot-threshold 1024 --snapshot-interval 5s $*" >>"$WORK/n$i.log" 2>&1 &
+		--gossip-profile local --log-level warn --snapshot-threshold 1024 --snapshot-interval 5s --pprof $*" >>"$WORK/n$i.log" 2>&1 &
 	PIDS+=($!)
 }
 serving() { # waits until the node at ip answers a linearizable read (exit 1: not found, served)
@@ -104,6 +107,7 @@ pid=${PIDS[-1]}
 serving "${IPS[0]}"
 result start_to_serving_seconds "$(since "$t")"
 result rss_idle_mib "$(($(rss_kb "$pid") / 1024))"
+grep -E '^(RssAnon|RssFile)' "/proc/$pid/status" | tr -s ' \t' ' ' | tee -a "$WORK/results.txt"
 result cgroup_usage_idle_mib "$(($(cat "$CG/n1/memory.usage_in_bytes") / 1048576))"
 
 log "claim+complete load for ${LOAD_SECONDS}s"
@@ -111,9 +115,15 @@ log "claim+complete load for ${LOAD_SECONDS}s"
 	-warmup 3s -out "$WORK/load.jsonl" 2>"$WORK/load.txt" || true
 tail -3 "$WORK/load.txt" | tee -a "$WORK/results.txt"
 result rss_after_load_mib "$(($(rss_kb "$pid") / 1024))"
+result rss_peak_mib "$(($(peak_kb "$pid") / 1024))"
 result cgroup_max_usage_mib "$(($(cat "$CG/n1/memory.max_usage_in_bytes") / 1048576))"
-curl -s "http://${IPS[0]}:7403/metrics" | grep -E '^idemnode_(snapshot_persist_seconds_(sum|count)|store_disk_bytes|records_completed|store_l0_files|store_read_amplification)' |
+curl -s "http://${IPS[0]}:7403/metrics" |
+	grep -E '^(idemnode_(snapshot_persist_seconds_(sum|count)|store_disk_bytes|records_completed|store_l0_files|store_read_amplification|store_(block_cache|memtable)_bytes|store_memtables)|go_memstats_(sys|heap_inuse|heap_alloc|next_gc)_bytes)[ {]' |
 	tee -a "$WORK/results.txt"
+# What holds the memory: the Go heap's live objects by allocation site, after the load.
+curl -s -o "$WORK/heap.pprof" "http://${IPS[0]}:7403/debug/pprof/heap" &&
+	go tool pprof -top -inuse_space "$BIN/idemnode" "$WORK/heap.pprof" 2>/dev/null | sed -n '4,16p' | tee -a "$WORK/results.txt" || true
+[[ -z ${HEAP_OUT:-} ]] || cp "$WORK/heap.pprof" "$HEAP_OUT"
 
 log "kill -9 and restart"
 kill -9 "$pid"
@@ -151,7 +161,7 @@ fi
 log "apply cost on node 1's store, inside its memory limit"
 kill -9 "$pid"
 sleep 0.5
-(cd "$REPO" && go test -c -o "$BIN/store.test" ./store)
+(cd "$REPO" && CGO_ENABLED=0 go test -c -o "$BIN/store.test" ./store)
 sh -c "echo \$\$ > $CG/n1/cgroup.procs; exec env IDEMNODE_BENCH_STORE=$WORK/n1/fsm IDEMNODE_BENCH_RECORDS=$RECORDS \
 	$BIN/store.test -test.run '^$' -test.bench ApplyOnStore -test.benchtime ${APPLY_COMMANDS:-128000}x" |
 	grep -E '^Benchmark' | tee -a "$WORK/results.txt"
