@@ -80,9 +80,11 @@ type buffered struct {
 func drainBytes(memTableSize uint64) int { return int(memTableSize * 5 / 8) }
 
 // batchBytesFor is the room a batch handed off at limit bytes is made
-// with: the last commit goes past the limit, by little (one Raft entry's
-// changes), and a larger one grows the batch.
-func batchBytesFor(limit int) int { return limit + limit/16 }
+// with: the last commit goes past the limit, by up to a quarter of it (5
+// MiB, more than one Raft entry's 4 MiB); a larger one doubles the batch.
+// Room never written takes no memory from the system (the allocator does
+// not touch it), only from the Go heap's accounting.
+func batchBytesFor(limit int) int { return limit + limit/4 }
 
 // get returns key's buffered record: found says the buffer has its last
 // change, and enc is nil if that change deleted it.
@@ -102,9 +104,11 @@ func (b *buffer) get(key []byte) (enc []byte, found bool) {
 func (b *buffer) append(db *pebble.DB, c *fsm.Changes, limit int) []byte {
 	if b.batch == nil {
 		// Sized to fill without growing: a batch that doubles its way to
-		// 20 MiB copies itself five times and ends in 32 MiB, and up to
-		// three batches are held at once (Options.MemoryBound).
-		b.batch = db.NewBatch(pebble.WithInitialSizeBytes(batchBytesFor(limit)))
+		// 20 MiB copies itself over and over and ends in 32 MiB, and up
+		// to three batches are held at once (Options.MemoryBound). Not
+		// WithInitialSizeBytes: Pebble's batch pool keeps that option for
+		// every later batch, its own small ones included.
+		b.batch = db.NewBatchWithSize(batchBytesFor(limit))
 	}
 	lowest := writeRecords(b.batch, c.Records)
 	for _, u := range c.Usage {

@@ -19,8 +19,8 @@ import (
 	"github.com/idemnode/idemnode/fsm"
 )
 
-// Defaults bound a node's memory whatever it stores: the block cache, and
-// memtables (at most two are held while one is flushed).
+// Defaults bound a node's memory whatever it stores: the block cache, the
+// memtables and the key filter (MemoryBound).
 const (
 	DefaultCacheSize     = 128 << 20
 	DefaultMemTableSize  = 32 << 20
@@ -151,6 +151,13 @@ func (o Options) withDefaults() Options {
 //     it, and keeps one more to recycle;
 //   - the write buffer and the handed batch not yet in that queue;
 //   - the key filter, twice while it is rebuilt.
+//
+// It counts generously where Pebble shares: the memtables and the queued
+// batches are reserved from the block cache, which shrinks to make room.
+// It does not count what an iterator pins (the memtables of the moment it
+// opened: the lookups' kept iterators, a snapshot stream, a filter build),
+// nor the buffered records' map beside each batch; the memory measured at
+// 30 M records stays under it (docs/PERFORMANCE.md).
 func (o Options) MemoryBound() int64 {
 	o = o.withDefaults()
 	return o.CacheSize + 4*int64(o.MemTableSize) + 2*int64(batchBytesFor(o.drainEvery)) + 2*o.KeyFilterSize

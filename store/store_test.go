@@ -215,7 +215,7 @@ func TestCrashKeepsAPrefixOfCommits(t *testing.T) {
 func TestMemoryBoundCountsEachPart(t *testing.T) {
 	base := Options{}.MemoryBound()
 	const mib = 1 << 20
-	if want := int64(128*mib + 4*32*mib + 2*(20*mib+20*mib/16) + 2*32*mib); base != want {
+	if want := int64(128*mib + 4*32*mib + 2*(20*mib+20*mib/4) + 2*32*mib); base != want {
 		t.Fatalf("default bound %d MiB, want %d MiB", base/mib, want/mib)
 	}
 	for _, tc := range []struct {
@@ -224,7 +224,7 @@ func TestMemoryBoundCountsEachPart(t *testing.T) {
 		more int64
 	}{
 		{"cache", Options{CacheSize: 256 * mib}, 128 * mib},
-		{"memtables and the batches they size", Options{MemTableSize: 64 * mib}, 4*32*mib + 2*(20*mib+20*mib/16)},
+		{"memtables and the batches they size", Options{MemTableSize: 64 * mib}, 4*32*mib + 2*(20*mib+20*mib/4)},
 		{"two filters", Options{KeyFilterSize: 64 * mib}, 2 * 32 * mib},
 		{"no filter", Options{KeyFilterSize: -1}, -2 * 32 * mib},
 	} {

@@ -13,8 +13,9 @@ import (
 // memory stays within, whatever it stores (docs/OPERATIONS.md).
 const DefaultMemoryLimit = 512 << 20
 
-// nodeMemory is what a node holds besides its store: Raft's log cache and
-// entries in flight, gRPC's buffers, the runtime's own structures.
+// nodeMemory is what a node holds besides its store: Raft's log cache (64
+// entries: small unless the responses are) and entries in flight, gRPC's
+// buffers, the runtime's own structures.
 const nodeMemory = 64 << 20
 
 // codeMemory is held back from the Go runtime's limit for what the
@@ -31,13 +32,15 @@ func (f *serveFlags) storeOptions() store.Options {
 // without end instead of failing clearly.
 func (f *serveFlags) checkMemory() error {
 	bound := f.storeOptions().MemoryBound()
-	if f.memoryLimit >= bound+nodeMemory {
+	need := bound + nodeMemory + codeMemory
+	if f.memoryLimit >= need {
 		return nil
 	}
 	return fmt.Errorf("--memory-limit %s is below the %s a node may hold: its store up to %s (--cache-size %s, "+
-		"four of --memtable-size %s, two write batches, two of --key-filter-size %s) and %s for Raft and gRPC; "+
-		"raise --memory-limit or lower those", mib(f.memoryLimit), mib(bound+nodeMemory), mib(bound),
-		mib(f.cacheSize), mib(f.memtableSize), mib(f.keyFilterSize), mib(nodeMemory))
+		"four of --memtable-size %s, two write batches, two of --key-filter-size %s), %s for Raft and gRPC and "+
+		"%s for its code; raise --memory-limit or lower those", mib(f.memoryLimit, false), mib(need, true),
+		mib(bound, true), mib(f.cacheSize, true), mib(f.memtableSize, true), mib(f.keyFilterSize, true),
+		mib(nodeMemory, true), mib(codeMemory, true))
 }
 
 // applyMemoryLimit sets the Go runtime's soft memory limit below
@@ -45,10 +48,16 @@ func (f *serveFlags) checkMemory() error {
 // growth (by default up to twice what is live) takes the node past it.
 func applyMemoryLimit(limit int64, log *slog.Logger) {
 	if env := os.Getenv("GOMEMLIMIT"); env != "" {
-		log.Warn("GOMEMLIMIT is ignored: --memory-limit sets the runtime's limit", "GOMEMLIMIT", env, "memory_limit", mib(limit))
+		log.Warn("GOMEMLIMIT is ignored: --memory-limit sets the runtime's limit", "GOMEMLIMIT", env, "memory_limit", mib(limit, false))
 	}
 	debug.SetMemoryLimit(limit - codeMemory)
 }
 
-// mib writes n bytes in MiB, rounded up.
-func mib(n int64) string { return fmt.Sprintf("%dMiB", (n+1<<20-1)>>20) }
+// mib writes n bytes in MiB, rounded up or down: a limit is rounded down
+// and a need up, so a limit refused never reads as large as the need.
+func mib(n int64, up bool) string {
+	if up {
+		n += 1<<20 - 1
+	}
+	return fmt.Sprintf("%dMiB", n>>20)
+}
