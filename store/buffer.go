@@ -82,8 +82,9 @@ func drainBytes(memTableSize uint64) int { return int(memTableSize * 5 / 8) }
 // batchBytesFor is the room a batch handed off at limit bytes is made
 // with: the last commit goes past the limit, by up to a quarter of it (5
 // MiB, more than one Raft entry's 4 MiB); a larger one doubles the batch.
-// Room never written takes no memory from the system (the allocator does
-// not touch it), only from the Go heap's accounting.
+// Room never written is never touched (Pebble allocates it without
+// zeroing), so it counts in the Go heap's accounting but adds little to
+// the resident set.
 func batchBytesFor(limit int) int { return limit + limit/4 }
 
 // get returns key's buffered record: found says the buffer has its last
