@@ -301,15 +301,19 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 	return s.read(key, &missLookup)
 }
 
-// read returns key's record from the write buffer if it holds the key's
-// last change, else from Pebble, unless the key filter has not seen it;
-// flushed are the read options for the sstables (missLookup, hitLookup).
+// read returns key's record: absent if the key filter has not seen it,
+// else from the write buffer if it holds the key's last change, else from
+// Pebble; flushed are the read options for the sstables (missLookup,
+// hitLookup). The filter goes first: it has every stored key, the
+// buffered ones too (Commit adds them before it appends), so a fresh key,
+// most claims, skips the buffer's two maps, a cache miss each once they
+// hold a few hundred thousand records (docs/PERFORMANCE.md).
 func (s *Store) read(key []byte, flushed *pebble.IterOptions) ([]byte, bool, error) {
-	if enc, ok := s.buf.get(key); ok {
-		return bytes.Clone(enc), enc != nil, nil
-	}
 	if !s.filters.mayHold(key) {
 		return nil, false, nil
+	}
+	if enc, ok := s.buf.get(key); ok {
+		return bytes.Clone(enc), enc != nil, nil
 	}
 	return s.lookup(key, flushed)
 }
