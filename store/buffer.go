@@ -174,7 +174,7 @@ func (s *Store) drain() error {
 		return err
 	}
 	b := &s.buf
-	s.unflushed.add(maps.Keys(b.recs), b.batch.Len())
+	s.unflushed.add(maps.Keys(b.recs), len(b.recs), b.batch.Len())
 	err := b.batch.Commit(pebble.NoSync)
 	b.batch.Close()
 	b.batch, b.touched, b.events = nil, false, false
@@ -204,7 +204,6 @@ func (s *Store) handOff() error {
 		return s.drain()
 	}
 	b := &s.buf
-	s.unflushed.add(maps.Keys(b.recs), b.batch.Len())
 	batch, h := b.batch, &handoff{done: make(chan struct{})}
 	b.batch, b.touched, b.events, b.handed = nil, false, false, h
 	b.rmu.Lock()
@@ -219,11 +218,19 @@ func (s *Store) handOff() error {
 }
 
 // commitHanded commits the handed batch, then drops its records from
-// handedRecs. It releases its reference before it says it is done, so a
-// Close that settles closes the database.
+// handedRecs. The unflushed tracker learns their keys first, here rather
+// than on the apply path: until the commit, lookups find the records in
+// handedRecs, and no flush starts while a batch is handed (Commit), so
+// the keys join the generation the batch is written in. It releases its
+// reference before it says it is done, so a Close that settles closes
+// the database.
 func (s *Store) commitHanded(batch *pebble.Batch, h *handoff) {
 	defer close(h.done)
 	defer s.release()
+	// Only this goroutine changes handedRecs until it is done: reading
+	// it needs no lock.
+	recs := s.buf.handedRecs
+	s.unflushed.add(maps.Keys(recs), len(recs), batch.Len())
 	if s.opts.beforeHandedCommit != nil {
 		s.opts.beforeHandedCommit()
 	}

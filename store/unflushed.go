@@ -20,12 +20,18 @@ import (
 // dropped. So every key written and not yet flushed is in cur or prev, and
 // a hash collision only costs a full lookup. A new store trusts nothing
 // until its first flush completes (all).
+//
+// A generation is a few sets of hashes, one per large batch: the hand-off
+// hashes a batch's hundred thousand keys on its own goroutine, outside the
+// lock, and adds the set in one step, where inserting them one by one held
+// the apply path, and every lookup, for some 20 ms (docs/PERFORMANCE.md).
+// Smaller batches go into the generation's first set.
 type unflushed struct {
 	seed  maphash.Seed
 	limit int
 
 	mu        sync.Mutex
-	cur, prev map[uint64]struct{}
+	cur, prev generation
 	curBytes  int
 	all       bool // every key may be unflushed (cur's generation)
 	prevAll   bool // every key may be unflushed (prev's generation)
@@ -34,16 +40,49 @@ type unflushed struct {
 	forgotten uint64
 }
 
-func newUnflushed(limit int) *unflushed {
-	return &unflushed{seed: maphash.MakeSeed(), limit: limit, cur: map[uint64]struct{}{}, all: true}
+// generation is the hashes of the keys written between two flushes' starts.
+type generation []map[uint64]struct{}
+
+// has reports whether a key of hash h is in g.
+func (g generation) has(h uint64) bool {
+	for _, set := range g {
+		if _, ok := set[h]; ok {
+			return true
+		}
+	}
+	return false
 }
 
-// add records keys as about to be written, in a batch of bytes.
-func (u *unflushed) add(keys iter.Seq[string], bytes int) {
+// ownSetKeys is the count of keys from which a batch's hashes make a set of
+// their own: few enough sets that a lookup stays cheap (a generation holds
+// limit bytes, a few hundred bytes a key), and a set large enough that
+// inserting it under the lock would stall the readers.
+const ownSetKeys = 8192
+
+func newUnflushed(limit int) *unflushed {
+	return &unflushed{seed: maphash.MakeSeed(), limit: limit, all: true}
+}
+
+// add records n keys as about to be written, in a batch of bytes.
+func (u *unflushed) add(keys iter.Seq[string], n, bytes int) {
+	if n >= ownSetKeys {
+		set := make(map[uint64]struct{}, n)
+		for k := range keys {
+			set[maphash.String(u.seed, k)] = struct{}{}
+		}
+		u.mu.Lock()
+		u.cur = append(u.cur, set)
+		u.curBytes += bytes
+		u.mu.Unlock()
+		return
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if len(u.cur) == 0 {
+		u.cur = generation{{}}
+	}
 	for k := range keys {
-		u.cur[maphash.String(u.seed, k)] = struct{}{}
+		u.cur[0][maphash.String(u.seed, k)] = struct{}{}
 	}
 	u.curBytes += bytes
 }
@@ -59,11 +98,7 @@ func (u *unflushed) mayHold(key []byte) (bool, uint64) {
 	if u.all || u.prevAll {
 		return true, u.forgotten
 	}
-	if _, ok := u.cur[h]; ok {
-		return true, u.forgotten
-	}
-	_, ok := u.prev[h]
-	return ok, u.forgotten
+	return u.cur.has(h) || u.prev.has(h), u.forgotten
 }
 
 // rotate starts a new generation when cur is full (or the store is new)
@@ -87,7 +122,7 @@ func (u *unflushed) rotate(flush func() (<-chan struct{}, error)) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.prev, u.prevAll = u.cur, u.all
-	u.cur, u.curBytes, u.all = map[uint64]struct{}{}, 0, false
+	u.cur, u.curBytes, u.all = nil, 0, false
 	u.flushing = done
 	return nil
 }

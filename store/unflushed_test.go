@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,5 +100,63 @@ func TestLookupsSkippingMemtablesSeeEveryCommit(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+}
+
+// TestUnflushedGenerationsKeepEveryBatch: a generation holds the keys of
+// large batches (a set each) and small ones (one shared set); every key
+// added stays "may be in a memtable" until the flush after it completes,
+// and only then is forgotten.
+func TestUnflushedGenerationsKeepEveryBatch(t *testing.T) {
+	u := newUnflushed(1 << 20)
+	batch := func(prefix string, n int) []string {
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("%s-%d", prefix, i)
+		}
+		return keys
+	}
+	add := func(keys []string, bytes int) { u.add(slices.Values(keys), len(keys), bytes) }
+	holds := func(keys []string) bool {
+		for _, k := range keys {
+			if may, _ := u.mayHold([]byte(k)); !may {
+				return false
+			}
+		}
+		return true
+	}
+	first := make(chan struct{})
+	if err := u.rotate(func() (<-chan struct{}, error) { return first, nil }); err != nil {
+		t.Fatal(err)
+	}
+	close(first) // the new store's first flush: from now on keys are tracked
+	bigA, small, bigB := batch("a", ownSetKeys), batch("s", 10), batch("b", 2*ownSetKeys)
+	add(bigA, 1<<19)
+	add(small, 1<<10)
+	add(bigB, 1<<19)
+	if got := len(u.cur); got != 2 {
+		t.Fatalf("generation holds %d sets, want 2 (a large batch each; the small one joins the first)", got)
+	}
+	if !holds(bigA) || !holds(small) || !holds(bigB) {
+		t.Fatal("a key added is not in the generation")
+	}
+	if may, _ := u.mayHold([]byte("never-added")); may {
+		t.Fatal("a key never added may be in a memtable")
+	}
+	flush := make(chan struct{})
+	if err := u.rotate(func() (<-chan struct{}, error) { return flush, nil }); err != nil {
+		t.Fatal(err)
+	}
+	later := batch("c", ownSetKeys)
+	add(later, 1<<10)
+	if !holds(bigA) || !holds(small) || !holds(bigB) || !holds(later) {
+		t.Fatal("a key was forgotten before its flush completed")
+	}
+	close(flush)
+	if may, _ := u.mayHold([]byte(bigB[5])); may {
+		t.Fatal("a key flushed is still tracked")
+	}
+	if !holds(later) {
+		t.Fatal("a key of the current generation was forgotten")
 	}
 }
