@@ -227,8 +227,9 @@ func (s *Store) handOff() error {
 func (s *Store) commitHanded(batch *pebble.Batch, h *handoff) {
 	defer close(h.done)
 	defer s.release()
-	// Only this goroutine changes handedRecs until it is done: reading
-	// it needs no lock.
+	// Nothing writes handedRecs, the field or the map, until h.done is
+	// closed, but this goroutine's clearRecs below: reading it needs no
+	// lock.
 	recs := s.buf.handedRecs
 	s.unflushed.add(maps.Keys(recs), len(recs), batch.Len())
 	if s.opts.beforeHandedCommit != nil {

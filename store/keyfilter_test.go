@@ -50,7 +50,7 @@ func pow6(x float64) float64 { return x * x * x * x * x * x }
 func TestFilterRebuildsLoseNoKey(t *testing.T) {
 	// Handed batches land at any point of a rebuild's start.
 	s, err := Open("fsm", Options{FS: vfs.NewMem(), CacheSize: 1 << 20, MemTableSize: 1 << 20,
-		flushEvery: 8 << 10, KeyFilterSize: 1 << 10, drainEvery: 2 << 10,
+		flushEvery: 8 << 10, KeyFilterSize: 1 << 10, drainEvery: 2 << 10, ownSetKeys: 1,
 		beforeHandedCommit: func() { time.Sleep(time.Duration(rand.IntN(50)) * time.Microsecond) }})
 	if err != nil {
 		t.Fatal(err)

@@ -54,6 +54,11 @@ type Options struct {
 	// drainEvery is the size of the write buffer (buffer.go) that a commit
 	// hands to Pebble; drainBytes(MemTableSize) when 0.
 	drainEvery int
+	// ownSetKeys is the batch size, in keys, from which the unflushed
+	// tracker hashes a batch into a set of its own (unflushed.go);
+	// defaultOwnSetKeys when 0. Tests make it 1, so that their small
+	// hand-offs take the path of a real one.
+	ownSetKeys int
 	// beforeHandedCommit, if set, runs before a handed batch is committed:
 	// tests slow it, so that commits and reads run while it is in flight.
 	beforeHandedCommit func()
@@ -130,6 +135,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.drainEvery <= 0 {
 		o.drainEvery = drainBytes(o.MemTableSize)
+	}
+	if o.ownSetKeys <= 0 {
+		o.ownSetKeys = defaultOwnSetKeys
 	}
 	if o.FS == nil {
 		o.FS = vfs.Default
@@ -234,7 +242,7 @@ var ErrCorrupt = errors.New("store is corrupt")
 // newStore wraps an open database, loading its metadata.
 func newStore(root, name string, o Options, db *pebble.DB, cache *pebble.Cache, brk *breaker) (*Store, error) {
 	s := &Store{root: root, name: name, opts: o, db: db, cache: cache, expLow: []byte{prefixExpiry}, brk: brk,
-		unflushed: newUnflushed(o.flushEvery), filters: filters{size: o.KeyFilterSize}, closed: make(chan struct{})}
+		unflushed: newUnflushed(o.flushEvery, o.ownSetKeys), filters: filters{size: o.KeyFilterSize}, closed: make(chan struct{})}
 	s.refs.Store(1)
 	if err := s.loadMeta(); err != nil {
 		return nil, err

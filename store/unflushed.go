@@ -27,8 +27,9 @@ import (
 // the apply path, and every lookup, for some 20 ms (docs/PERFORMANCE.md).
 // Smaller batches go into the generation's first set.
 type unflushed struct {
-	seed  maphash.Seed
-	limit int
+	seed       maphash.Seed
+	limit      int
+	ownSetKeys int
 
 	mu        sync.Mutex
 	cur, prev generation
@@ -53,19 +54,21 @@ func (g generation) has(h uint64) bool {
 	return false
 }
 
-// ownSetKeys is the count of keys from which a batch's hashes make a set of
-// their own: few enough sets that a lookup stays cheap (a generation holds
-// limit bytes, a few hundred bytes a key), and a set large enough that
-// inserting it under the lock would stall the readers.
-const ownSetKeys = 8192
+// defaultOwnSetKeys is the count of keys from which a batch's hashes make a
+// set of their own: few enough sets that a lookup stays cheap (a
+// generation holds limit bytes, a few hundred bytes a key), and a set
+// large enough that inserting it under the lock would stall the readers.
+const defaultOwnSetKeys = 8192
 
-func newUnflushed(limit int) *unflushed {
-	return &unflushed{seed: maphash.MakeSeed(), limit: limit, all: true}
+// newUnflushed tracks generations of limit bytes; batches of ownSetKeys
+// keys or more get a set of their own.
+func newUnflushed(limit, ownSetKeys int) *unflushed {
+	return &unflushed{seed: maphash.MakeSeed(), limit: limit, ownSetKeys: ownSetKeys, all: true}
 }
 
 // add records n keys as about to be written, in a batch of bytes.
 func (u *unflushed) add(keys iter.Seq[string], n, bytes int) {
-	if n >= ownSetKeys {
+	if n >= u.ownSetKeys {
 		set := make(map[uint64]struct{}, n)
 		for k := range keys {
 			set[maphash.String(u.seed, k)] = struct{}{}
@@ -105,7 +108,9 @@ func (u *unflushed) mayHold(key []byte) (bool, uint64) {
 // and no flush is running; flush starts the flush of every memtable and
 // returns a channel closed when it is done. Only the committing goroutine
 // calls rotate, after a commit, so nothing is written between the flush's
-// start and the swap. The flush starts outside mu: it may wait out a write
+// start and the swap; and never while a handed batch is in flight, whose
+// keys the hand-off adds before it commits the batch: a flush started
+// between the two would not hold the batch, and forget its keys. The flush starts outside mu: it may wait out a write
 // stall, and readers must not wait with it.
 func (u *unflushed) rotate(flush func() (<-chan struct{}, error)) error {
 	u.mu.Lock()

@@ -108,7 +108,7 @@ func TestLookupsSkippingMemtablesSeeEveryCommit(t *testing.T) {
 // added stays "may be in a memtable" until the flush after it completes,
 // and only then is forgotten.
 func TestUnflushedGenerationsKeepEveryBatch(t *testing.T) {
-	u := newUnflushed(1 << 20)
+	u := newUnflushed(1<<20, defaultOwnSetKeys)
 	batch := func(prefix string, n int) []string {
 		keys := make([]string, n)
 		for i := range keys {
@@ -130,7 +130,7 @@ func TestUnflushedGenerationsKeepEveryBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(first) // the new store's first flush: from now on keys are tracked
-	bigA, small, bigB := batch("a", ownSetKeys), batch("s", 10), batch("b", 2*ownSetKeys)
+	bigA, small, bigB := batch("a", defaultOwnSetKeys), batch("s", 10), batch("b", 2*defaultOwnSetKeys)
 	add(bigA, 1<<19)
 	add(small, 1<<10)
 	add(bigB, 1<<19)
@@ -147,7 +147,7 @@ func TestUnflushedGenerationsKeepEveryBatch(t *testing.T) {
 	if err := u.rotate(func() (<-chan struct{}, error) { return flush, nil }); err != nil {
 		t.Fatal(err)
 	}
-	later := batch("c", ownSetKeys)
+	later := batch("c", defaultOwnSetKeys)
 	add(later, 1<<10)
 	if !holds(bigA) || !holds(small) || !holds(bigB) || !holds(later) {
 		t.Fatal("a key was forgotten before its flush completed")
