@@ -110,8 +110,9 @@ func (u *unflushed) mayHold(key []byte) (bool, uint64) {
 // calls rotate, after a commit, so nothing is written between the flush's
 // start and the swap; and never while a handed batch is in flight, whose
 // keys the hand-off adds before it commits the batch: a flush started
-// between the two would not hold the batch, and forget its keys. The flush starts outside mu: it may wait out a write
-// stall, and readers must not wait with it.
+// between the two would not hold the batch, and forget its keys. The
+// flush starts outside mu: it may wait out a write stall, and readers
+// must not wait with it.
 func (u *unflushed) rotate(flush func() (<-chan struct{}, error)) error {
 	u.mu.Lock()
 	u.reapLocked()
