@@ -11,7 +11,6 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -27,10 +26,6 @@ const (
 	DefaultMemTableSize  = 32 << 20
 	DefaultKeyFilterSize = 32 << 20
 )
-
-// separatedValueBytes is the value size from which Pebble keeps a value in
-// a blob file (pebbleOptions): a completed record's, not a pending claim's.
-const separatedValueBytes = 256
 
 // Options configure a store.
 type Options struct {
@@ -198,25 +193,6 @@ func (o Options) pebbleOptions(cache *pebble.Cache, brk *breaker) *pebble.Option
 	}
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-	}
-	// A completed record holds its response (up to 1 MiB), and compactions
-	// rewrote it at every level they moved it through: under claim+complete
-	// with 512-byte responses the largest cost the store adds. Values from
-	// separatedValueBytes on are written once into blob files beside the
-	// sstables, which then move a reference (DESIGN.md: "Responses in blob
-	// files"). Opening an older store ratchets its format up.
-	po.FormatMajorVersion = pebble.FormatValueSeparation
-	po.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
-		return pebble.ValueSeparationPolicy{
-			Enabled:               true,
-			MinimumSize:           separatedValueBytes,
-			MaxBlobReferenceDepth: 10,
-			// Records deleted at expiry leave their values in blob files:
-			// those with more than a fifth unreferenced are rewritten once
-			// five minutes old.
-			RewriteMinimumAge:  5 * time.Minute,
-			TargetGarbageRatio: 0.2,
-		}
 	}
 	po.EnsureDefaults()
 	return po
@@ -470,12 +446,7 @@ func (s *Store) Events(after uint64, limit int) ([][]byte, error) {
 	}
 	var out [][]byte
 	for it.First(); it.Valid() && len(out) < limit; it.Next() {
-		enc, err := it.ValueAndErr() // a long event's value is in a blob file
-		if err != nil {
-			it.Close()
-			return nil, s.fail("read the feed", err)
-		}
-		out = append(out, bytes.Clone(enc))
+		out = append(out, bytes.Clone(it.Value()))
 	}
 	if err := it.Close(); err != nil {
 		return nil, s.fail("read the feed", err)

@@ -56,13 +56,7 @@ func (v *view) walk(prefix byte, what string, fn func(enc []byte) error) error {
 		return v.s.fail(what, err)
 	}
 	for it.First(); it.Valid(); it.Next() {
-		// A value in a blob file is read here, and may fail.
-		enc, err := it.ValueAndErr()
-		if err != nil {
-			it.Close()
-			return v.s.fail(what, err)
-		}
-		if err := fn(enc); err != nil {
+		if err := fn(it.Value()); err != nil {
 			it.Close()
 			return err
 		}
