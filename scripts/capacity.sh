@@ -2,8 +2,10 @@
 # Capacity over time: a fresh 3-node cluster under claim+complete load (fresh keys,
 # 512-byte responses, 24 h TTL, so every record stays) for DURATION, measured in
 # windows of WINDOW. After each window it prints the records held, claims/s and p99 of the
-# window, and each node's RSS. What it checks: claims/s in the last window within 10 % of
-# the first, and RSS flat (records pile up on disk, not in memory). On demand, not in CI.
+# window, each node's RSS, and node 1's store at the window's end: bytes on disk, read
+# amplification (the sorted runs a lookup may look in) and compaction debt. What it checks:
+# claims/s in the last window within 10 % of the first, and RSS flat (records pile up on
+# disk, not in memory). On demand, not in CI.
 #
 #   scripts/capacity.sh                              # 10 minutes in 1-minute windows
 #   DURATION=20m WINDOW=2m CLIENTS=64 scripts/capacity.sh
@@ -57,7 +59,7 @@ addrs=$(printf '%s:7400,' "${IPS[@]}")
 metric() { curl -fsS -m 2 "http://$1:7403/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
 {
 	echo "# capacity.sh $(date -u +%FT%TZ): DURATION=$DURATION WINDOW=$WINDOW CLIENTS=$CLIENTS, claim+complete, 512-byte bodies, 24 h TTL"
-	printf '%-6s %10s %10s %8s %9s %9s %9s %11s\n' window records claims/s p99_ms rss1_mib rss2_mib rss3_mib disk1_mib
+	printf '%-6s %10s %10s %8s %9s %9s %9s %11s %9s %10s\n' window records claims/s p99_ms rss1_mib rss2_mib rss3_mib disk1_mib read_amp1 debt1_mib
 } | tee "$RESULTS"
 first=0 last=0 n=$((total / win))
 for w in $(seq 1 "$n"); do
@@ -67,9 +69,11 @@ for w in $(seq 1 "$n"); do
 	p99=$(sed -n 's/.*"p99_ms":\([0-9.]*\).*/\1/p' "$WORK/w$w.jsonl" | tail -1)
 	recs=$( (metric "${IPS[0]}" idemnode_records_completed; metric "${IPS[0]}" idemnode_records_pending) | awk '{n += $1} END {printf "%d", n}')
 	disk=$(metric "${IPS[0]}" idemnode_store_disk_bytes | awk '{printf "%d", $1 / 1048576}')
+	ramp=$(metric "${IPS[0]}" idemnode_store_read_amplification | awk '{printf "%d", $1}')
+	debt=$(metric "${IPS[0]}" idemnode_store_compaction_debt_bytes | awk '{printf "%d", $1 / 1048576}')
 	rss=()
 	for p in "${PIDS[@]}"; do rss+=($(($(awk '/VmRSS/ {print $2}' "/proc/$p/status") / 1024))); done
-	printf '%-6s %10s %10.0f %8.1f %9s %9s %9s %11s\n' "$w" "$recs" "$ops" "$p99" "${rss[@]}" "$disk" | tee -a "$RESULTS"
+	printf '%-6s %10s %10.0f %8.1f %9s %9s %9s %11s %9s %10s\n' "$w" "$recs" "$ops" "$p99" "${rss[@]}" "$disk" "$ramp" "$debt" | tee -a "$RESULTS"
 	((w == 1)) && first=$ops
 	last=$ops
 done
