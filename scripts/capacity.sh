@@ -69,11 +69,11 @@ for w in $(seq 1 "$n"); do
 	p99=$(sed -n 's/.*"p99_ms":\([0-9.]*\).*/\1/p' "$WORK/w$w.jsonl" | tail -1)
 	recs=$( (metric "${IPS[0]}" idemnode_records_completed; metric "${IPS[0]}" idemnode_records_pending) | awk '{n += $1} END {printf "%d", n}')
 	disk=$(metric "${IPS[0]}" idemnode_store_disk_bytes | awk '{printf "%d", $1 / 1048576}')
-	ramp=$(metric "${IPS[0]}" idemnode_store_read_amplification | awk '{printf "%d", $1}')
+	readamp=$(metric "${IPS[0]}" idemnode_store_read_amplification | awk '{printf "%d", $1}')
 	debt=$(metric "${IPS[0]}" idemnode_store_compaction_debt_bytes | awk '{printf "%d", $1 / 1048576}')
 	rss=()
 	for p in "${PIDS[@]}"; do rss+=($(($(awk '/VmRSS/ {print $2}' "/proc/$p/status") / 1024))); done
-	printf '%-6s %10s %10.0f %8.1f %9s %9s %9s %11s %9s %10s\n' "$w" "$recs" "$ops" "$p99" "${rss[@]}" "$disk" "$ramp" "$debt" | tee -a "$RESULTS"
+	printf '%-6s %10s %10.0f %8.1f %9s %9s %9s %11s %9s %10s\n' "$w" "$recs" "$ops" "$p99" "${rss[@]}" "$disk" "$readamp" "$debt" | tee -a "$RESULTS"
 	((w == 1)) && first=$ops
 	last=$ops
 done
