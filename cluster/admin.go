@@ -49,7 +49,7 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 			return fmt.Errorf("remove server %s: %w; stop it first (SIGTERM makes it leave, which removes it)", id, ErrMemberAlive)
 		}
 	}
-	if err := n.raft.RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx)).Error(); err != nil {
+	if err := n.await(n.raft.RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx))); err != nil {
 		return fmt.Errorf("remove server %s: %w", id, translate(err))
 	}
 	return nil

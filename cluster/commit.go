@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -123,9 +124,12 @@ func (n *Node) runCommitter() {
 			}
 			continue
 		}
-		// Raft resolves the future on apply, on lost leadership and on
-		// shutdown (Close shuts raft down before it waits for us).
-		err := inFlight.future.Error()
+		err := n.await(inFlight.future)
+		if errors.Is(err, ErrShutdown) {
+			// The callers still queued see the stop themselves.
+			inFlight.fail(ErrShutdown)
+			return
+		}
 		var next *flight
 		select {
 		case first := <-n.commits.queue:

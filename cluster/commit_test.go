@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemnode/idemnode/fsm"
+	"github.com/idemnode/idemnode/internal/testcluster"
 )
 
 func claimCmd(key, owner string) *fsm.Command {
@@ -167,5 +169,52 @@ func TestGroupCommitMixesCommandTypes(t *testing.T) {
 	}
 	if entries := n.Raft().LastIndex() - before; entries >= uint64(len(cmds)) {
 		t.Errorf("%d commands took %d entries: nothing was batched", len(cmds), entries)
+	}
+}
+
+// TestCloseUnderLoadReturns closes a leader while its committer has an
+// entry in flight, many times over. Raft drops a committed entry that is
+// still queued for the state machine when it shuts down, unanswered
+// (hashicorp/raft#498), so a committer that waited on the entry's future
+// alone blocked Close forever; every caller must also get an answer.
+func TestCloseUnderLoadReturns(t *testing.T) {
+	t.Parallel()
+	for round := range 12 {
+		n := mustSingleNode(t, nil)
+		var applied atomic.Int64
+		var wg sync.WaitGroup
+		for cl := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					key := fmt.Sprintf("r%d-c%d-%d", round, cl, i)
+					if _, err := n.Apply(context.Background(), claimCmd(key, "o")); err != nil {
+						return
+					}
+					applied.Add(1)
+				}
+			}()
+		}
+		testcluster.Eventually(t, 30*time.Second, "writes under way", func() error {
+			if a := applied.Load(); a < 200 {
+				return fmt.Errorf("%d applied", a)
+			}
+			return nil
+		})
+		within(t, 30*time.Second, fmt.Sprintf("round %d: Close with writes in flight", round), func() { n.Close() })
+		within(t, 30*time.Second, fmt.Sprintf("round %d: every caller of Apply answered after Close", round), wg.Wait)
+	}
+}
+
+// within runs f and fails the test if it has not returned after d.
+func within(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { f(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s: not done after %s", what, d)
 	}
 }

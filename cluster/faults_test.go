@@ -134,9 +134,21 @@ func claimOn(t *testing.T, nd *testcluster.Node, key, owner string) *idempb.Clai
 	t.Helper()
 	resp, err := nd.Client().Claim(ctxFor(t, 10*time.Second), claimReq(key, owner))
 	if err != nil || resp.Outcome != idempb.Outcome_OUTCOME_WON {
-		t.Fatalf("claim %s on %s: %v %v", key, nd.ID, resp, err)
+		t.Fatalf("claim %s on %s: %v %v; the node's view then: %s", key, nd.ID, resp, err, viewOf(nd))
 	}
 	return resp
+}
+
+// viewOf says what nd knows of the cluster, so a failed call in a test says
+// whether the node knew a leader, and how far it had committed and applied.
+func viewOf(nd *testcluster.Node) string {
+	node := nd.Node()
+	if node == nil {
+		return "stopped"
+	}
+	st := node.Status()
+	return fmt.Sprintf("state=%s term=%d leader=%s (%s) commit=%d applied=%d",
+		st.State, st.Term, st.LeaderID, st.LeaderAddr, st.CommitIndex, st.AppliedIndex)
 }
 
 // TestRestartAfterSnapshotsCatchesUp keeps a follower down while the leader
