@@ -49,7 +49,7 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 			return fmt.Errorf("remove server %s: %w; stop it first (SIGTERM makes it leave, which removes it)", id, ErrMemberAlive)
 		}
 	}
-	if err := n.await(n.raft.RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx))); err != nil {
+	if err := n.await(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx))); err != nil {
 		return fmt.Errorf("remove server %s: %w", id, translate(err))
 	}
 	return nil
@@ -71,7 +71,7 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 		}
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))
 	}
-	if err := f.Error(); err != nil {
+	if err := n.await(ctx, f); err != nil {
 		return fmt.Errorf("transfer leadership: %w", translate(err))
 	}
 	return nil
@@ -97,7 +97,7 @@ func (n *Node) raftAddrOf(id string) (string, error) {
 func (n *Node) Leave(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	if n.raft.State() == raft.Leader && n.hasOtherVoters() {
-		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		if err := n.await(context.Background(), n.raft.LeadershipTransfer()); err != nil {
 			n.log.Warn("leadership transfer before leave", "err", err)
 		}
 	}

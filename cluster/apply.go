@@ -41,8 +41,10 @@ func translate(err error) error {
 		return ErrNotLeader
 	case errors.Is(err, raft.ErrLeadershipLost):
 		return ErrLeadershipLost
-	case errors.Is(err, raft.ErrRaftShutdown):
+	case errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, ErrShutdown):
 		return ErrShutdown
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return ErrTimeout
 	}

@@ -66,8 +66,8 @@ func newCommitter() *committer {
 // Apply proposes c through Raft and returns the state machine's result once
 // it is committed and applied. Only the leader proposes: it stamps Now with
 // its own clock when it proposes the entry, so a follower never stamps a
-// command (it forwards the request instead). On ErrLeadershipLost or
-// ErrTimeout the command may still be applied; every command is safe to
+// command (it forwards the request instead). On ErrLeadershipLost,
+// ErrTimeout or ErrShutdown the command may still be applied; every command is safe to
 // retry (claims with the same owner, completes with the same token and
 // response).
 func (n *Node) Apply(ctx context.Context, c *fsm.Command) (fsm.Result, error) {
@@ -124,7 +124,7 @@ func (n *Node) runCommitter() {
 			}
 			continue
 		}
-		err := n.await(inFlight.future)
+		err := n.await(context.Background(), inFlight.future)
 		if errors.Is(err, ErrShutdown) {
 			// The callers still queued see the stop themselves.
 			inFlight.fail(ErrShutdown)

@@ -95,7 +95,7 @@ func (n *Node) establishTerm() {
 	for n.raft.State() == raft.Leader {
 		term := n.raft.CurrentTerm()
 		f := n.raft.Apply(fsm.EncodeCommand(&fsm.Command{Type: fsm.TypeExpire}), 5*time.Second)
-		if err := n.await(f); err == nil {
+		if err := n.await(context.Background(), f); err == nil {
 			n.leader.ready.Store(&termStart{term: term, index: f.Index()})
 			return
 		}

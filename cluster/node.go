@@ -219,7 +219,7 @@ func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
 
 // verifyLeader confirms with a quorum that this node is still leader.
 func (n *Node) verifyLeader() error {
-	if err := n.raft.VerifyLeader().Error(); err != nil {
+	if err := n.await(context.Background(), n.raft.VerifyLeader()); err != nil {
 		return translate(err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -61,14 +62,14 @@ func (n *Node) addVoter(m Member) {
 		return
 	}
 	n.log.Info("adding voter", "id", m.ID, "raft", m.Raft)
-	if err := n.await(n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.Raft), 0, 10*time.Second)); err != nil {
+	if err := n.await(context.Background(), n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.Raft), 0, 10*time.Second)); err != nil {
 		n.log.Warn("add voter", "id", m.ID, "err", err)
 	}
 }
 
 func (n *Node) removeServer(id, why string) {
 	n.log.Info("removing server", "id", id, "reason", why)
-	if err := n.await(n.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second)); err != nil {
+	if err := n.await(context.Background(), n.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second)); err != nil {
 		n.log.Warn("remove server", "id", id, "err", err)
 	}
 }
