@@ -67,9 +67,9 @@ func newCommitter() *committer {
 // it is committed and applied. Only the leader proposes: it stamps Now with
 // its own clock when it proposes the entry, so a follower never stamps a
 // command (it forwards the request instead). On ErrLeadershipLost,
-// ErrTimeout or ErrShutdown the command may still be applied; every command is safe to
-// retry (claims with the same owner, completes with the same token and
-// response).
+// ErrTimeout or ErrShutdown the command may still be applied; every
+// command is safe to retry (claims with the same owner, completes with the
+// same token and response).
 func (n *Node) Apply(ctx context.Context, c *fsm.Command) (fsm.Result, error) {
 	if c.Type == fsm.TypeBatch {
 		// The committer may put c inside a Batch of its own, and batches do
