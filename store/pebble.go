@@ -62,6 +62,10 @@ type Options struct {
 	// beforeHandedCommit, if set, runs before a handed batch is committed:
 	// tests slow it, so that commits and reads run while it is in flight.
 	beforeHandedCommit func()
+	// walkChunk is the bytes of values a view's walk copies out before it
+	// closes its iterator and hands them on (view.go); defaultWalkChunk
+	// when 0. Tests make it 1, so that every record starts a chunk.
+	walkChunk int
 }
 
 // Store is the Pebble fsm.Store.
@@ -121,6 +125,9 @@ func (o Options) withDefaults() Options {
 	if o.CacheSize <= 0 {
 		o.CacheSize = DefaultCacheSize
 	}
+	if o.walkChunk == 0 {
+		o.walkChunk = defaultWalkChunk
+	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = DefaultMemTableSize
 	}
@@ -163,9 +170,11 @@ func (o Options) withDefaults() Options {
 // It counts generously where Pebble shares: the memtables and the queued
 // batches are reserved from the block cache, which shrinks to make room.
 // It does not count what an iterator pins (the memtables of the moment it
-// opened: the lookups' kept iterators, a snapshot stream, a filter build),
-// nor the buffered records' map beside each batch; the memory measured at
-// 30 M records stays under it (docs/PERFORMANCE.md).
+// opened) for as long as it is open: a lookups' kept iterator until the next
+// flush, a filter build while it reads the keys, a snapshot stream only
+// while it reads a chunk of 1 MiB, which it also holds (view.go). Nor does
+// it count the buffered records' map beside each batch; the memory measured
+// at 30 M records stays under it (docs/PERFORMANCE.md).
 func (o Options) MemoryBound() int64 {
 	o = o.withDefaults()
 	return o.CacheSize + 4*int64(o.MemTableSize) + 2*int64(batchBytesFor(o.drainEvery)) + 2*o.KeyFilterSize

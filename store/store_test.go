@@ -109,7 +109,7 @@ func openNode(t testing.TB, fs *vfs.MemFS) *node {
 	// Each handed batch stays in flight for a while, so that the next
 	// steps' commits, lookups, expiries and snapshots run beside it.
 	s, err := Open("fsm", Options{FS: fs, CacheSize: 1 << 20, MemTableSize: 1 << 20, flushEvery: 8 << 10,
-		drainEvery: 4 << 10, ownSetKeys: 1, KeyFilterSize: 4 << 10, beforeHandedCommit: func() { time.Sleep(time.Millisecond) }})
+		drainEvery: 4 << 10, ownSetKeys: 1, walkChunk: 1, KeyFilterSize: 4 << 10, beforeHandedCommit: func() { time.Sleep(time.Millisecond) }})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

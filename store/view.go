@@ -50,21 +50,68 @@ func (v *view) Events(fn func(enc []byte) error) error {
 	return v.walk(prefixEvent, "read the feed", fn)
 }
 
+// defaultWalkChunk is the bytes of values a walk reads per iterator.
+const defaultWalkChunk = 1 << 20
+
+// walk calls fn with each value under prefix, in key order. It reads a
+// chunk at a time and calls fn with no iterator open: an iterator holds
+// every memtable that existed when it opened, even once flushed, and a
+// stream read from a view (a follower's InstallSnapshot, a backup) can take
+// minutes at the pace of its reader while commits go on. The view's Pebble
+// snapshot keeps every chunk at the same commit.
 func (v *view) walk(prefix byte, what string, fn func(enc []byte) error) error {
-	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: prefixEnd(prefix)})
+	var c chunk
+	from := []byte{prefix}
+	for from != nil {
+		var err error
+		if from, err = v.readChunk(&c, from, prefixEnd(prefix)); err != nil {
+			return v.s.fail(what, err)
+		}
+		for i := range c.ends {
+			if err := fn(c.value(i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// chunk holds the values of one of walk's reads, end to end.
+type chunk struct {
+	bytes []byte
+	ends  []int
+}
+
+func (c *chunk) value(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = c.ends[i-1]
+	}
+	return c.bytes[start:c.ends[i]]
+}
+
+// readChunk reads values from the key from on into c, until c holds the
+// store's walkChunk bytes or the keys reach upper; it returns the key to
+// read on from, nil at the end.
+func (v *view) readChunk(c *chunk, from, upper []byte) (next []byte, err error) {
+	c.bytes, c.ends = c.bytes[:0], c.ends[:0]
+	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: from, UpperBound: upper})
 	if err != nil {
-		return v.s.fail(what, err)
+		return nil, err
 	}
 	for it.First(); it.Valid(); it.Next() {
-		if err := fn(it.Value()); err != nil {
-			it.Close()
-			return err
+		c.bytes = append(c.bytes, it.Value()...)
+		c.ends = append(c.ends, len(c.bytes))
+		if len(c.bytes) >= v.s.opts.walkChunk {
+			// The next chunk starts at the key's immediate successor.
+			next = append(append([]byte(nil), it.Key()...), 0)
+			break
 		}
 	}
 	if err := it.Close(); err != nil {
-		return v.s.fail(what, err)
+		return nil, err
 	}
-	return nil
+	return next, nil
 }
 
 func (v *view) Close() error {
