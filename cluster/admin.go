@@ -93,11 +93,15 @@ func (n *Node) raftAddrOf(id string) (string, error) {
 // Leave is the graceful exit of SIGTERM: a leader first hands leadership to
 // a follower (so clients see one retryable error, not an election timeout),
 // then the node announces its departure so the leader removes it from the
-// Raft configuration. Close follows.
+// Raft configuration. Close follows, so neither step may outlast timeout: a
+// transfer raft leaves unanswered (futures.go) ends at the deadline.
 func (n *Node) Leave(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	if n.raft.State() == raft.Leader && n.hasOtherVoters() {
-		if err := n.await(context.Background(), n.raft.LeadershipTransfer()); err != nil {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		err := n.await(ctx, n.raft.LeadershipTransfer())
+		cancel()
+		if err != nil {
 			n.log.Warn("leadership transfer before leave", "err", err)
 		}
 	}
