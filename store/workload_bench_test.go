@@ -17,14 +17,14 @@ import (
 // groups of 64 claims of fresh random keys (a small PENDING record due at
 // its lease's end), each followed by a group completing them (a record
 // with a 512-byte response, due at the end of its TTL). It reports the
-// process's CPU per record, Pebble's background work included, and what
-// the compactions wrote, so that a change to the store's layout or
-// Pebble's options is measured without a cluster's noise. Records per op:
-// $IDEMNODE_BENCH_WORKLOAD_RECORDS, 400 000 when unset (about what one
-// node stores in a two-minute cluster run). $IDEMNODE_BENCH_WORKLOAD_RATE
-// paces the commits to that many records a second: compactions cost more
-// per record at a cluster's pace (about 3 000) than flat out, where they
-// fall behind and merge more at a time.
+// process's CPU per record (making the records and Pebble's background
+// work included) and what the compactions wrote, so that a change to the
+// store's layout or Pebble's options is measured without a cluster's
+// noise. Records per op: $IDEMNODE_BENCH_WORKLOAD_RECORDS, 400 000 when
+// unset (about what one node stores in a two-minute cluster run).
+// $IDEMNODE_BENCH_WORKLOAD_RATE paces the commits to that many records a
+// second: compactions cost more per record at a cluster's pace (about
+// 3 000) than flat out, where they fall behind and merge more at a time.
 func BenchmarkClaimCompleteWorkload(b *testing.B) {
 	records, _ := strconv.Atoi(os.Getenv("IDEMNODE_BENCH_WORKLOAD_RECORDS"))
 	if records <= 0 {
@@ -53,7 +53,7 @@ func BenchmarkClaimCompleteWorkload(b *testing.B) {
 	}
 }
 
-func commitClaimsAndCompletes(b testing.TB, s *Store, records int) {
+func commitClaimsAndCompletes(tb testing.TB, s *Store, records int) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	pending := make([]byte, 120)
 	done := make([]byte, 650)
@@ -62,7 +62,7 @@ func commitClaimsAndCompletes(b testing.TB, s *Store, records int) {
 	commit := func(rcs []fsm.RecordChange) {
 		applied++
 		if err := s.Commit(&fsm.Changes{Meta: fsm.Meta{Applied: applied}, Records: rcs}); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	rate, _ := strconv.Atoi(os.Getenv("IDEMNODE_BENCH_WORKLOAD_RATE"))
@@ -76,7 +76,8 @@ func commitClaimsAndCompletes(b testing.TB, s *Store, records int) {
 		}
 		now += int64(20 * time.Millisecond)
 		for i := range claims {
-			key := fmt.Appendf(nil, "\x00\x07default\x00\x07default\x00idem/0badcafe/%016x%016x", rng.Uint64(), rng.Uint64())
+			key := fsm.EncodeKey(fsm.RecordKey{Tenant: "default", Scope: "default",
+				Key: fmt.Sprintf("idem/0badcafe/%016x%016x", rng.Uint64(), rng.Uint64())})
 			fillAlnum(rng, pending)
 			fillAlnum(rng, done)
 			lease, ttl := now+int64(30*time.Second), now+int64(24*time.Hour)
@@ -98,7 +99,7 @@ func fillAlnum(rng *rand.Rand, b []byte) {
 
 // settleCompactions waits until Pebble has started no compaction for a
 // second, so that the CPU measured includes what the records cost it.
-func settleCompactions(b testing.TB, s *Store) {
+func settleCompactions(tb testing.TB, s *Store) {
 	last := int64(-1)
 	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
 		m := s.db.Metrics()
@@ -107,7 +108,7 @@ func settleCompactions(b testing.TB, s *Store) {
 		}
 		last = m.Compact.Count
 	}
-	b.Fatal("compactions did not settle in 5 minutes")
+	tb.Fatal("compactions did not settle in 5 minutes")
 }
 
 // processCPU is the CPU time this process has used, user and system.
