@@ -160,3 +160,46 @@ func TestExpireIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// getCounter counts the records read from its store one by one.
+type getCounter struct {
+	Store
+	gets int
+}
+
+func (c *getCounter) Get(key []byte) ([]byte, bool, error) {
+	c.gets++
+	return c.Store.Get(key)
+}
+
+// TestExpireReadsEachDueRecordOnce: Expire acts on the records Due read,
+// without a second read of each from the store: for a claim left to its
+// lease's end, a read of the disk.
+func TestExpireReadsEachDueRecordOnce(t *testing.T) {
+	store := &getCounter{Store: NewMemStore()}
+	m, err := New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, m: m}
+	const claims = 20
+	for i := range claims {
+		h.mustWin(fmt.Sprintf("k%d", i), "o1", at(0))
+	}
+	h.mustWin("unwatched", "o1", at(0))
+	for i := range claims {
+		h.applyAll(watched(fmt.Sprintf("w%d", i), "o1", defLease, defTTL, at(0)))
+	}
+	store.gets = 0
+	res := h.apply(expire(1000, at(0)+defLease))
+	if res.Abandoned != claims {
+		t.Fatalf("Expire marked %d claims abandoned, want %d", res.Abandoned, claims)
+	}
+	if store.gets != 0 {
+		t.Fatalf("Expire read %d records one by one besides Due, want none", store.gets)
+	}
+	res = h.apply(expire(1000, at(0)+defTTL))
+	if res.Expired != 2*claims+1 || store.gets != 0 {
+		t.Fatalf("Expire at the TTL deleted %d records and read %d one by one, want %d and none", res.Expired, store.gets, 2*claims+1)
+	}
+}

@@ -266,15 +266,37 @@ func (t *tx) due(limit int) []*Record {
 		panic(fmt.Sprintf("fsm: read the expiry index: %v", err))
 	}
 	out := dirty
+	read := map[*Record][]byte{}
 	for _, enc := range stored {
 		r := mustRecord(enc, true, nil)
 		if e, ok := t.touched[string(EncodeKey(r.RecordKey))]; ok && e.cur != e.orig {
 			continue // changed by the group: its current version is in dirty, if due
 		}
 		out = append(out, r)
+		read[r] = enc
 	}
 	sort.Slice(out, func(i, j int) bool { return lessExpiry(out[i], out[j]) })
-	return out[:min(limit, len(out))]
+	out = out[:min(limit, len(out))]
+	for _, r := range out {
+		if enc, ok := read[r]; ok {
+			t.adopt(r, enc)
+		}
+	}
+	return out
+}
+
+// adopt enters r, read from the store as enc, as its key's entry in the
+// tx, unless the key has one: Expire acts on every record due returns, and
+// would otherwise read each from the store a second time (a read of the
+// disk for a record written a lease ago, docs/PERFORMANCE.md).
+func (t *tx) adopt(r *Record, enc []byte) {
+	key := EncodeKey(r.RecordKey)
+	if _, ok := t.touched[string(key)]; ok {
+		return
+	}
+	e := &txRecord{key: key, orig: r, origEnc: enc, cur: r}
+	t.touched[string(key)] = e
+	t.order = append(t.order, e)
 }
 
 // lessExpiry orders records by dueAt, then key: the order Expire acts in
