@@ -2,6 +2,7 @@ package store
 
 import (
 	"maps"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -45,8 +46,11 @@ type buffer struct {
 	// buffer when it reaches that far.
 	touched     bool
 	touchedFrom int64
-	// events says the batch changes the feed.
-	events bool
+	// events says the batch changes the feed: it adds the events numbered
+	// from addedFrom on (0: none) and prunes events up to prunedTo (0:
+	// none).
+	events              bool
+	addedFrom, prunedTo uint64
 	// clears is a sequence count around every clear of a record map (odd
 	// while one runs): a NextExpiry walk that saw a buffered record skips
 	// its entry in Pebble, and must not then miss it in the map.
@@ -125,7 +129,7 @@ func (b *buffer) append(db *pebble.DB, c *fsm.Changes, limit int) []byte {
 		} else {
 			b.batch.Set(eventKey(ev.Seq), ev.New, nil)
 		}
-		b.events = true
+		b.noteEvent(ev)
 	}
 	meta, _ := c.Meta.MarshalBinary()
 	b.batch.Set(metaKey, meta, nil)
@@ -149,6 +153,32 @@ func (b *buffer) note(changes []fsm.RecordChange) {
 			b.touch(rc.NewExpiresAt)
 		}
 	}
+}
+
+// noteEvent records what an event change does to the feed's numbers.
+func (b *buffer) noteEvent(ev fsm.EventChange) {
+	if !b.events {
+		b.events, b.addedFrom, b.prunedTo = true, 0, 0
+	}
+	switch {
+	case ev.New == nil:
+		b.prunedTo = max(b.prunedTo, ev.Seq)
+	case b.addedFrom == 0 || ev.Seq < b.addedFrom:
+		b.addedFrom = ev.Seq
+	}
+}
+
+// feedCurrentBelow says whether Pebble holds the feed's events numbered
+// above after as the batch leaves them, up to (not including) before: the
+// batch prunes none of them, and adds none below before.
+func (b *buffer) feedCurrentBelow(after uint64) (before uint64, ok bool) {
+	switch {
+	case !b.events || b.prunedTo <= after && b.addedFrom == 0:
+		return math.MaxUint64, true
+	case b.prunedTo <= after:
+		return b.addedFrom, true
+	}
+	return 0, false
 }
 
 func (b *buffer) touch(at int64) {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -453,11 +454,42 @@ func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 }
 
 // Events returns at most limit events numbered above after, in order.
+// It waits for the handed batch, which may change the feed. Where the
+// write buffer prunes nothing above after, the events below the first it
+// adds are the same in Pebble, so when limit of them answer, it stays: the
+// leader asks for the oldest event at every tick (fsm's nextPrune), and a
+// drain at each would take the batch to Pebble small, a skiplist insert
+// per key (buffer.go). Otherwise it drains the buffer first. It holds the
+// buffer's write lock throughout, so nothing reaches Pebble meanwhile.
 func (s *Store) Events(after uint64, limit int) ([][]byte, error) {
-	if err := s.drainEvents(); err != nil {
+	s.buf.wmu.Lock()
+	defer s.buf.wmu.Unlock()
+	if err := s.settle(); err != nil {
 		return nil, err
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(after + 1), UpperBound: prefixEnd(prefixEvent)})
+	if before, ok := s.buf.feedCurrentBelow(after); ok {
+		out, err := s.readEvents(after, limit, before)
+		if err != nil || len(out) == limit || before == math.MaxUint64 {
+			return out, err
+		}
+	}
+	if err := s.drain(); err != nil {
+		return nil, err
+	}
+	return s.readEvents(after, limit, math.MaxUint64)
+}
+
+// readEvents reads at most limit events from Pebble numbered above after
+// and below before.
+func (s *Store) readEvents(after uint64, limit int, before uint64) ([][]byte, error) {
+	if before <= after+1 {
+		return nil, nil
+	}
+	upper := prefixEnd(prefixEvent)
+	if before != math.MaxUint64 {
+		upper = eventKey(before)
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(after + 1), UpperBound: upper})
 	if err != nil {
 		return nil, s.fail("read the feed", err)
 	}
@@ -469,17 +501,6 @@ func (s *Store) Events(after uint64, limit int) ([][]byte, error) {
 		return nil, s.fail("read the feed", err)
 	}
 	return out, nil
-}
-
-// drainEvents drains the buffer if it changes the feed, and waits for
-// the handed batch, which may.
-func (s *Store) drainEvents() error {
-	s.buf.wmu.Lock()
-	defer s.buf.wmu.Unlock()
-	if !s.buf.events {
-		return s.settle()
-	}
-	return s.drain()
 }
 
 // NextExpiry returns the earliest due time of the records stored, and
