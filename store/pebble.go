@@ -67,7 +67,14 @@ type Options struct {
 	// closes its iterator and hands them on (view.go); defaultWalkChunk
 	// when 0. Tests make it 1, so that every record starts a chunk.
 	walkChunk int
+	// dueSoonSize bounds the records kept for Due (duesoon.go);
+	// defaultDueSoonSize when 0, none when negative.
+	dueSoonSize int64
 }
+
+// defaultDueSoonSize keeps the lease ends of some 150 k claims: two
+// minutes of the benchmark's claims at 30 s leases over three nodes.
+const defaultDueSoonSize = 32 << 20
 
 // Store is the Pebble fsm.Store.
 type Store struct {
@@ -113,6 +120,9 @@ type Store struct {
 	filters filters
 	// buf gathers commits into large batches (buffer.go).
 	buf buffer
+	// soon keeps the records coming due soon, for Due (duesoon.go);
+	// guarded by buf.wmu.
+	soon dueSoon
 	// closed is closed by Close, ending the filter builds, which Close
 	// waits for: a build holds the database open.
 	closed    chan struct{}
@@ -128,6 +138,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.walkChunk == 0 {
 		o.walkChunk = defaultWalkChunk
+	}
+	switch {
+	case o.dueSoonSize == 0:
+		o.dueSoonSize = defaultDueSoonSize
+	case o.dueSoonSize < 0:
+		o.dueSoonSize = 0
 	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = DefaultMemTableSize
@@ -166,7 +182,8 @@ func (o Options) withDefaults() Options {
 //     twice MemTableSize (its stop-writes threshold), the last one past
 //     it, and keeps one more to recycle;
 //   - the write buffer and the handed batch not yet in that queue;
-//   - the key filter, twice while it is rebuilt.
+//   - the key filter, twice while it is rebuilt;
+//   - the records kept for Due (duesoon.go).
 //
 // It counts generously where Pebble shares: the memtables and the queued
 // batches are reserved from the block cache, which shrinks to make room.
@@ -178,7 +195,8 @@ func (o Options) withDefaults() Options {
 // at 30 M records stays under it (docs/PERFORMANCE.md).
 func (o Options) MemoryBound() int64 {
 	o = o.withDefaults()
-	return o.CacheSize + 4*int64(o.MemTableSize) + 2*int64(batchBytesFor(o.drainEvery)) + 2*o.KeyFilterSize
+	return o.CacheSize + 4*int64(o.MemTableSize) + 2*int64(batchBytesFor(o.drainEvery)) + 2*o.KeyFilterSize +
+		o.dueSoonSize
 }
 
 // pebbleOptions: the store applies without Pebble's WAL, since the Raft log
@@ -260,7 +278,8 @@ var ErrCorrupt = errors.New("store is corrupt")
 // newStore wraps an open database, loading its metadata.
 func newStore(root, name string, o Options, db *pebble.DB, cache *pebble.Cache, brk *breaker) (*Store, error) {
 	s := &Store{root: root, name: name, opts: o, db: db, cache: cache, expLow: []byte{prefixExpiry}, brk: brk,
-		unflushed: newUnflushed(o.flushEvery, o.ownSetKeys), filters: filters{size: o.KeyFilterSize}, closed: make(chan struct{})}
+		unflushed: newUnflushed(o.flushEvery, o.ownSetKeys), filters: filters{size: o.KeyFilterSize},
+		soon: dueSoon{budget: o.dueSoonSize}, closed: make(chan struct{})}
 	s.refs.Store(1)
 	if err := s.loadMeta(); err != nil {
 		return nil, err
@@ -410,9 +429,10 @@ func get(r reader, key []byte, fail func(string, error) error) ([]byte, bool, er
 // Due returns at most limit records expiring at or before t, in (expiry,
 // key) order. It waits for the handed batch, and drains the buffer if it
 // changes the index that far; otherwise the index in Pebble is right up to
-// t, and only the records may be newer in the buffer. Due holds the
-// buffer's write lock throughout, so no drain or hand-off adds entries to
-// Pebble while it walks.
+// t, and only the records may be newer in the buffer. A record kept as
+// due soon (duesoon.go) is taken from memory, any other read. Due holds
+// the buffer's write lock throughout, so no drain or hand-off adds entries
+// to Pebble while it walks.
 func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 	s.buf.wmu.Lock()
 	defer s.buf.wmu.Unlock()
@@ -439,6 +459,10 @@ func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 		}
 		if at > t || len(out) >= limit {
 			return false, nil
+		}
+		if enc, ok := s.soon.get(key, at); ok {
+			out = append(out, bytes.Clone(enc))
+			return true, nil
 		}
 		enc, ok, err := s.read(key, &hitLookup)
 		if err != nil {
@@ -672,6 +696,7 @@ func (s *Store) Commit(c *fsm.Changes) error {
 	s.buf.wmu.Lock()
 	defer s.buf.wmu.Unlock()
 	lowest := s.buf.append(s.db, c, s.opts.drainEvery)
+	s.soon.note(c.Records, c.Meta.Now)
 	s.mu.Lock()
 	s.meta = c.Meta
 	if lowest != nil {

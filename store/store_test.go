@@ -107,8 +107,10 @@ type node struct {
 
 func openNode(t testing.TB, fs *vfs.MemFS) *node {
 	// Each handed batch stays in flight for a while, so that the next
-	// steps' commits, lookups, expiries and snapshots run beside it.
-	s, err := Open("fsm", Options{FS: fs, CacheSize: 1 << 20, MemTableSize: 1 << 20, flushEvery: 8 << 10,
+	// steps' commits, lookups, expiries and snapshots run beside it; a few
+	// records due soon are kept in memory, so Due takes some from there
+	// and reads the others.
+	s, err := Open("fsm", Options{FS: fs, CacheSize: 1 << 20, MemTableSize: 1 << 20, flushEvery: 8 << 10, dueSoonSize: 600,
 		drainEvery: 4 << 10, ownSetKeys: 1, walkChunk: 1, KeyFilterSize: 4 << 10, beforeHandedCommit: func() { time.Sleep(time.Millisecond) }})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
@@ -215,7 +217,7 @@ func TestCrashKeepsAPrefixOfCommits(t *testing.T) {
 func TestMemoryBoundCountsEachPart(t *testing.T) {
 	base := Options{}.MemoryBound()
 	const mib = 1 << 20
-	if want := int64(128*mib + 4*32*mib + 2*(20*mib+20*mib/4) + 2*32*mib); base != want {
+	if want := int64(128*mib + 4*32*mib + 2*(20*mib+20*mib/4) + 2*32*mib + 32*mib); base != want {
 		t.Fatalf("default bound %d MiB, want %d MiB", base/mib, want/mib)
 	}
 	for _, tc := range []struct {
@@ -227,6 +229,8 @@ func TestMemoryBoundCountsEachPart(t *testing.T) {
 		{"memtables and the batches they size", Options{MemTableSize: 64 * mib}, 4*32*mib + 2*(20*mib+20*mib/4)},
 		{"two filters", Options{KeyFilterSize: 64 * mib}, 2 * 32 * mib},
 		{"no filter", Options{KeyFilterSize: -1}, -2 * 32 * mib},
+		{"records due soon", Options{dueSoonSize: 48 * mib}, 16 * mib},
+		{"none due soon", Options{dueSoonSize: -1}, -32 * mib},
 	} {
 		if got := tc.o.MemoryBound() - base; got != tc.more {
 			t.Errorf("%s: bound grows by %d bytes, want %d", tc.name, got, tc.more)
