@@ -30,7 +30,7 @@ func TestAgainstCluster(t *testing.T) {
 }
 
 func testMode(t *testing.T, addrs []string, mode string) {
-	cfg := config{addrs: addrs, conns: 2, clients: 8, duration: 2 * time.Second, warmup: 500 * time.Millisecond,
+	cfg := config{addrs: addrs, conns: 2, clients: 8, duration: 2 * time.Second, warmup: 500 * time.Millisecond, lease: lease,
 		mode: mode, raceGroup: 4, timeout: 5 * time.Second, verifyMax: 2000, preflight: true, pids: []int{os.Getpid()}}
 	res, err := run(context.Background(), cfg)
 	if err != nil {

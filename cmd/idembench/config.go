@@ -28,6 +28,7 @@ type config struct {
 	mode      string
 	raceGroup int
 	timeout   time.Duration
+	lease     time.Duration
 	label     string
 	out       string
 	pids      []int
@@ -54,6 +55,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.mode, "mode", modeClaim, "claim | claim+complete | race")
 	fs.IntVar(&c.raceGroup, "race-group", 8, "race mode: clients that claim the same key at once")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "per-operation timeout")
+	fs.DurationVar(&c.lease, "lease", lease, "the lease of the load's claims: a claim never completed (claim mode) is marked abandoned when it ends")
 	fs.StringVar(&c.label, "label", "", "free text copied into the result")
 	fs.StringVar(&c.out, "out", "", "also append the JSON line to this file")
 	fs.StringVar(&pids, "pids", "", "comma-separated server PIDs whose CPU use to report")
@@ -99,6 +101,8 @@ func (c config) validate() error {
 		return fmt.Errorf("-conns must be 1-64, got %d", c.conns)
 	case c.duration <= 0 || c.warmup < 0 || c.timeout <= 0:
 		return fmt.Errorf("-duration and -timeout must be positive and -warmup not negative, got %s, %s, %s", c.duration, c.timeout, c.warmup)
+	case c.lease < time.Second || c.lease > ttl:
+		return fmt.Errorf("-lease must be 1s-%s (the TTL), got %s", ttl, c.lease)
 	case c.verifyMax < 0:
 		return fmt.Errorf("-race-verify must not be negative, got %d", c.verifyMax)
 	}

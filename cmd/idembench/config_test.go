@@ -14,7 +14,7 @@ func TestParseFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(c.addrs) != 3 || c.clients != 64 || c.duration != 20*time.Second || c.warmup != 5*time.Second ||
-		c.mode != modeClaim || c.raceGroup != 8 || c.timeout != 10*time.Second || c.verifyMax != 2000 || !c.preflight || c.conns != 2 {
+		c.mode != modeClaim || c.raceGroup != 8 || c.timeout != 10*time.Second || c.verifyMax != 2000 || !c.preflight || c.conns != 2 || c.lease != 30*time.Second {
 		t.Fatalf("defaults: %+v", c)
 	}
 	c, err = parseFlags([]string{"-addrs", "a:1, b:2,", "-pids", "10,20", "-mode", "race", "-clients", "16"}, io.Discard)
@@ -41,6 +41,8 @@ func TestParseFlagsRejects(t *testing.T) {
 		{[]string{"-duration", "0s"}, "-duration"},
 		{[]string{"-warmup", "-1s"}, "-warmup"},
 		{[]string{"-race-verify", "-1"}, "-race-verify"},
+		{[]string{"-lease", "500ms"}, "-lease"},
+		{[]string{"-lease", "25h"}, "-lease"},
 		{[]string{"-pids", "1,x"}, "-pids"},
 		{[]string{"-table"}, "-table"},
 		{[]string{"stray.jsonl"}, "unexpected arguments"},

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
@@ -14,6 +15,7 @@ import (
 type window struct {
 	start, end time.Time
 	timeout    time.Duration // per operation
+	lease      time.Duration // of the load's claims
 }
 
 func (w window) in(s, e time.Time) bool { return !s.Before(w.start) && !e.After(w.end) }
@@ -85,7 +87,9 @@ func uniqueClient(ctx context.Context, c idempb.IdempotencyClient, w window, pre
 	for ctx.Err() == nil && time.Now().Before(w.end) {
 		key := randomKey(prefix, rng)
 		op := uniqueOp{s: time.Now()}
-		cl, err := call(ctx, w.timeout, c.Claim, claimRequest(key, fingerprint(key, 0), newOwner(rng)))
+		req := claimRequest(key, fingerprint(key, 0), newOwner(rng))
+		req.Lease = durationpb.New(w.lease)
+		cl, err := call(ctx, w.timeout, c.Claim, req)
 		op.mid, op.claimErr = time.Now(), err
 		op.won = err == nil && cl.GetOutcome() == idempb.Outcome_OUTCOME_WON
 		if complete && op.won {

@@ -26,7 +26,7 @@ func run(ctx context.Context, cfg config) (*Result, error) {
 	notes := describe(cfg, p.leader(ctx))
 
 	start := time.Now()
-	w := window{start: start.Add(cfg.warmup), end: start.Add(cfg.warmup + cfg.duration), timeout: cfg.timeout}
+	w := window{start: start.Add(cfg.warmup), end: start.Add(cfg.warmup + cfg.duration), timeout: cfg.timeout, lease: cfg.lease}
 	cpu := measureCPU(ctx, w, cfg.pids)
 	all := drive(ctx, cfg, p, w, prefix)
 	report := <-cpu
@@ -119,5 +119,5 @@ func describe(cfg config, leader string) string {
 		"clients pinned round-robin to the nodes (followers forward writes), %d connections per node; "+
 		"claim: fresh owner, lease %s, TTL %s per record, fingerprint raw SHA-256 (32 B); complete: status 201 + %d-B body with the claim's token; "+
 		"race: each member its own owner and fingerprint (losers get MISMATCH), read-back by linearizable Get of fingerprint and token",
-		len(cfg.addrs), leader, cfg.conns, lease, ttl, responseSize)
+		len(cfg.addrs), leader, cfg.conns, cfg.lease, ttl, responseSize)
 }

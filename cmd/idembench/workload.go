@@ -21,7 +21,7 @@ import (
 const (
 	tenant       = "bench"
 	scope        = "POST /v1/payments"
-	lease        = 30 * time.Second
+	lease        = 30 * time.Second // -lease changes the load's
 	ttl          = 24 * time.Hour
 	responseSize = 512
 )
