@@ -247,7 +247,9 @@ func (t *tx) usageChanges() []TenantUsage {
 
 // due returns up to limit records Expire must act on by FSM time (dueAt),
 // in (dueAt, key) order, as this point of the group sees them: the
-// store's, less those the group changed, plus those the group wrote.
+// store's, less those the group changed, plus those the group wrote. The
+// store's it returns become their keys' entries in the tx (adopt), each
+// both orig and cur: the caller replaces them, never edits one in place.
 func (t *tx) due(limit int) []*Record {
 	if limit <= 0 {
 		return nil

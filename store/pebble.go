@@ -72,8 +72,8 @@ type Options struct {
 	dueSoonSize int64
 }
 
-// defaultDueSoonSize keeps the lease ends of some 150 k claims: two
-// minutes of the benchmark's claims at 30 s leases over three nodes.
+// defaultDueSoonSize keeps the lease ends of some 100 k claims of the
+// benchmark's (337 bytes each, duesoon.go): 20-30 s of its claims.
 const defaultDueSoonSize = 32 << 20
 
 // Store is the Pebble fsm.Store.
