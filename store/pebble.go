@@ -483,24 +483,38 @@ func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 // adds are the same in Pebble, so when limit of them answer, it stays: the
 // leader asks for the oldest event at every tick (fsm's nextPrune), and a
 // drain at each would take the batch to Pebble small, a skiplist insert
-// per key (buffer.go). Otherwise it drains the buffer first. It holds the
-// buffer's write lock throughout, so nothing reaches Pebble meanwhile.
+// per key (buffer.go). Otherwise it drains the buffer first. It reads
+// Pebble outside the buffer's lock, so a reader never holds up a commit:
+// commits meanwhile add only events numbered above any buffered, or prune,
+// so its answer is the feed as of some commit since the call.
 func (s *Store) Events(after uint64, limit int) ([][]byte, error) {
-	s.buf.wmu.Lock()
-	defer s.buf.wmu.Unlock()
-	if err := s.settle(); err != nil {
+	before, current, err := s.feedBound(after)
+	if err != nil {
 		return nil, err
 	}
-	if before, ok := s.buf.feedCurrentBelow(after); ok {
+	if current {
 		out, err := s.readEvents(after, limit, before)
 		if err != nil || len(out) == limit || before == math.MaxUint64 {
 			return out, err
 		}
 	}
-	if err := s.drain(); err != nil {
+	if err := s.drainNow(); err != nil {
 		return nil, err
 	}
 	return s.readEvents(after, limit, math.MaxUint64)
+}
+
+// feedBound waits for the handed batch and says whether Pebble holds the
+// feed's events above after as the write buffer leaves them, below before
+// (buffer.feedCurrentBelow).
+func (s *Store) feedBound(after uint64) (before uint64, current bool, err error) {
+	s.buf.wmu.Lock()
+	defer s.buf.wmu.Unlock()
+	if err := s.settle(); err != nil {
+		return 0, false, err
+	}
+	before, current = s.buf.feedCurrentBelow(after)
+	return before, current, nil
 }
 
 // readEvents reads at most limit events from Pebble numbered above after
