@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/idemnode/idemnode/fsm"
 )
@@ -37,7 +38,7 @@ type soonRecord struct {
 
 // dueSoonHorizon is how far past the commit's FSM time a record may be due
 // and still be kept: a lease's length, not a TTL's.
-const dueSoonHorizon = int64(5 * 60 * 1e9)
+const dueSoonHorizon = int64(5 * time.Minute)
 
 // soonEntryOverhead is what a kept record costs besides its key and
 // encoding: the map's slot, its growth, the allocations' rounding up.
