@@ -72,10 +72,12 @@ type handoff struct {
 	err  error
 }
 
-// buffered is a record's last change in the buffer: enc and due time.
+// buffered is a record's last change in the buffer: enc, due time and
+// position (keys.go).
 type buffered struct {
 	enc []byte
 	due int64
+	pos uint64
 }
 
 // drainBytes is the batch size at which a commit drains the buffer: 5/8
@@ -94,19 +96,26 @@ func batchBytesFor(limit int) int { return limit + limit/4 }
 // get returns key's buffered record: found says the buffer has its last
 // change, and enc is nil if that change deleted it.
 func (b *buffer) get(key []byte) (enc []byte, found bool) {
+	r, found := b.last(key)
+	return r.enc, found
+}
+
+// last returns key's last change in the buffer, if it has one.
+func (b *buffer) last(key []byte) (buffered, bool) {
 	b.rmu.RLock()
 	defer b.rmu.RUnlock()
 	r, found := b.recs[string(key)]
 	if !found {
 		r, found = b.handedRecs[string(key)]
 	}
-	return r.enc, found
+	return r, found
 }
 
-// append adds one commit to the batch, which is handed off once it holds
+// append adds one commit to the batch, its records at the positions at
+// and lastPos the last position given, which is handed off once it holds
 // limit bytes; the caller holds wmu. It returns the lowest expiry key the
 // commit inserts.
-func (b *buffer) append(db *pebble.DB, c *fsm.Changes, limit int) []byte {
+func (b *buffer) append(db *pebble.DB, c *fsm.Changes, at []placement, lastPos uint64, limit int) []byte {
 	if b.batch == nil {
 		// Sized to fill without growing: a batch that doubles its way to
 		// 20 MiB copies itself over and over and ends in 32 MiB, and up
@@ -115,7 +124,7 @@ func (b *buffer) append(db *pebble.DB, c *fsm.Changes, limit int) []byte {
 		// every later batch, its own small ones included.
 		b.batch = db.NewBatchWithSize(batchBytesFor(limit))
 	}
-	lowest := writeRecords(b.batch, c.Records)
+	lowest := writeRecords(b.batch, c.Records, at)
 	for _, u := range c.Usage {
 		if u.Usage == (fsm.Usage{}) {
 			b.batch.Delete(usageKey(u.Tenant), nil)
@@ -133,19 +142,20 @@ func (b *buffer) append(db *pebble.DB, c *fsm.Changes, limit int) []byte {
 	}
 	meta, _ := c.Meta.MarshalBinary()
 	b.batch.Set(metaKey, meta, nil)
-	b.note(c.Records)
+	b.batch.Set(positionKey, encodePosition(lastPos), nil)
+	b.note(c.Records, at)
 	return lowest
 }
 
 // note records the changes in recs and touchedFrom.
-func (b *buffer) note(changes []fsm.RecordChange) {
+func (b *buffer) note(changes []fsm.RecordChange, at []placement) {
 	b.rmu.Lock()
 	defer b.rmu.Unlock()
 	if b.recs == nil {
 		b.recs = map[string]buffered{}
 	}
-	for _, rc := range changes {
-		b.recs[string(rc.Key)] = buffered{enc: rc.New, due: rc.NewExpiresAt}
+	for i, rc := range changes {
+		b.recs[string(rc.Key)] = buffered{enc: rc.New, due: rc.NewExpiresAt, pos: at[i].new}
 		if rc.HadOld {
 			b.touch(rc.OldExpiresAt)
 		}

@@ -2,13 +2,9 @@ package store
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
-	"github.com/cockroachdb/pebble/v2/sstable"
-	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/idemnode/idemnode/fsm"
 )
@@ -19,7 +15,8 @@ import (
 //
 // A stream in key order (versions 1 and 3) has its records written as
 // sorted tables of about tableBytes and ingested, which puts them in the
-// bottom level at once: written through memtables instead, a 30 M-record
+// bottom level at once (the record keys in one run of tables, the records
+// at their positions, numbered in the stream's order, in another): written through memtables instead, a 30 M-record
 // restore left 1 389 files in level 0, and lookups and restarts paid for
 // them until compactions caught up (docs/PERFORMANCE.md). The expiry index,
 // in another order, goes through batches of about batchBytes, without the
@@ -35,22 +32,17 @@ type builder struct {
 	brk    *breaker
 
 	// sorted says records have come in key order so far; lastKey is the
-	// last one, table the table being written, tables those written.
-	sorted     bool
-	lastKey    []byte
-	table      *sstable.Writer
-	tableSize  int
-	tables     []string
-	tableCount int
+	// last one; keys and records are the runs of tables being written
+	// (the record keys, the records at their positions) into files.
+	sorted        bool
+	lastKey       []byte
+	files         tableFiles
+	keys, records tableRun
+	// lastPos is the position of the last record put.
+	lastPos uint64
 }
 
-const (
-	batchBytes = 4 << 20
-	tableBytes = 64 << 20
-	// ingestPrefix names tables written for ingestion, in the fsm dir;
-	// Open removes any a crash left behind.
-	ingestPrefix = "ingest-"
-)
+const batchBytes = 4 << 20
 
 // NewBuilder starts a fresh store beside this one.
 func (s *Store) NewBuilder() (fsm.Builder, error) {
@@ -66,12 +58,13 @@ func (s *Store) NewBuilder() (fsm.Builder, error) {
 	cache.Ref()
 	brk := newBreaker(s.opts.Fatal)
 	po := s.opts.pebbleOptions(cache, brk)
-	db, err := openDBWith(fs.PathJoin(s.root, name), po)
+	db, err := openNewDB(fs.PathJoin(s.root, name), po)
 	if err != nil {
 		cache.Unref()
 		return nil, err
 	}
-	return &builder{parent: s, name: name, db: db, po: po, cache: cache, batch: db.NewBatch(), brk: brk, sorted: true}, nil
+	return &builder{parent: s, name: name, db: db, po: po, cache: cache, batch: db.NewBatch(), brk: brk, sorted: true,
+		files: tableFiles{fs: fs, root: s.root, name: name, db: db, po: po}}, nil
 }
 
 // Has reports whether key was put. A key at or below the last one written
@@ -95,16 +88,22 @@ func (b *builder) Has(key []byte) (bool, error) {
 
 func (b *builder) Put(key, enc []byte, expiresAt int64) error {
 	rk := recordKey(key)
+	b.lastPos++
+	pos, vk := encodePosition(b.lastPos), valueKey(b.lastPos)
 	if b.sorted && (b.lastKey == nil || bytes.Compare(rk, b.lastKey) > 0) {
 		b.lastKey = append(b.lastKey[:0], rk...)
-		if err := b.tableSet(rk, enc); err != nil {
+		if err := b.files.set(&b.keys, rk, pos); err != nil {
+			return err
+		}
+		if err := b.files.set(&b.records, vk, enc); err != nil {
 			return err
 		}
 	} else {
 		if err := b.unsort(); err != nil {
 			return err
 		}
-		b.batch.Set(rk, enc, nil)
+		b.batch.Set(rk, pos, nil)
+		b.batch.Set(vk, enc, nil)
 	}
 	b.batch.Set(expiryKey(expiresAt, key), nil, nil)
 	if b.batch.Len() < batchBytes {
@@ -122,62 +121,12 @@ func (b *builder) PutEvent(seq uint64, enc []byte) error {
 	return b.flushBatch()
 }
 
-// tableSet adds a record to the table being written, starting a new one
-// when it is full.
-func (b *builder) tableSet(k, v []byte) error {
-	fs := b.parent.opts.FS
-	if b.table == nil {
-		b.tableCount++
-		path := fs.PathJoin(b.parent.root, fmt.Sprintf("%s%s-%06d.sst", ingestPrefix, b.name, b.tableCount))
-		f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
-		if err != nil {
-			return fmt.Errorf("create a table to ingest: %w", err)
-		}
-		b.table = sstable.NewWriter(objstorageprovider.NewFileWritable(f), b.po.MakeWriterOptions(len(b.po.Levels)-1, b.db.TableFormat()))
-		b.tables, b.tableSize = append(b.tables, path), 0
-	}
-	if err := b.table.Set(k, v); err != nil {
-		return fmt.Errorf("write a table to ingest: %w", err)
-	}
-	if b.tableSize += len(k) + len(v); b.tableSize >= tableBytes {
-		return b.closeTable()
-	}
-	return nil
-}
-
-func (b *builder) closeTable() error {
-	if b.table == nil {
-		return nil
-	}
-	err := b.table.Close()
-	b.table = nil
-	if err != nil {
-		return fmt.Errorf("close a table to ingest: %w", err)
-	}
-	return nil
-}
-
 // ingest moves the tables written so far into the database.
 func (b *builder) ingest() error {
-	if err := b.closeTable(); err != nil {
-		return err
+	if err := b.files.ingest(&b.keys, &b.records); err != nil {
+		return fmt.Errorf("restore records: %w", err)
 	}
-	if len(b.tables) == 0 {
-		return nil
-	}
-	if err := b.db.Ingest(context.Background(), b.tables); err != nil {
-		return fmt.Errorf("ingest restored records: %w", err)
-	}
-	b.removeTables()
 	return nil
-}
-
-// removeTables removes the table files (Ingest linked them into the database).
-func (b *builder) removeTables() {
-	for _, t := range b.tables {
-		b.parent.opts.FS.Remove(t)
-	}
-	b.tables = nil
 }
 
 // unsort ingests what was written in order and sends the rest through batches.
@@ -209,6 +158,7 @@ func (b *builder) Finish(m fsm.Meta, usage map[string]fsm.Usage) error {
 	}
 	enc, _ := m.MarshalBinary()
 	b.batch.Set(metaKey, enc, nil)
+	b.batch.Set(positionKey, encodePosition(b.lastPos), nil)
 	if err := b.flushBatch(); err != nil {
 		return err
 	}
@@ -245,10 +195,9 @@ func (b *builder) Abort() {
 	if b.db == nil {
 		return
 	}
-	if b.table != nil {
-		b.table.Close()
-	}
-	b.removeTables()
+	b.keys.close()
+	b.records.close()
+	b.files.remove()
 	b.batch.Close()
 	b.db.Close()
 	b.cache.Unref()

@@ -41,10 +41,16 @@ func Open(root string, o Options) (*Store, error) {
 	}
 	cache := pebble.NewCache(o.CacheSize)
 	brk := newBreaker(o.Fatal)
-	db, err := openDB(o.FS.PathJoin(root, name), o, cache, brk)
+	db, version, err := openDB(o.FS.PathJoin(root, name), o, cache, brk)
 	if err != nil {
 		cache.Unref()
 		return nil, err
+	}
+	if version == formatRecordsByKey {
+		if name, db, err = migrate(o, root, name, db, cache, brk); err != nil {
+			cache.Unref()
+			return nil, err
+		}
 	}
 	// The dirs Open and Pebble made must survive a crash like the files
 	// in them: sync their parents.

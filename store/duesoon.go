@@ -30,9 +30,11 @@ type dueSoon struct {
 	recs   map[string]soonRecord
 }
 
-// soonRecord is a record's last change and the due time it was written with.
+// soonRecord is a record's last change, the due time and the position it
+// was written with.
 type soonRecord struct {
 	due int64
+	pos uint64
 	enc []byte
 }
 
@@ -53,11 +55,11 @@ func soonCost(key, enc []byte) int64 { return int64(len(key) + len(enc) + soonEn
 // if it is due soon and fits. A copy, sized to the record: the commit's
 // own has the room of its size bound to spare (fsm.EncodeRecord), which
 // would double what a kept claim holds.
-func (d *dueSoon) note(changes []fsm.RecordChange, now int64) {
+func (d *dueSoon) note(changes []fsm.RecordChange, at []placement, now int64) {
 	if d.budget <= 0 {
 		return
 	}
-	for _, rc := range changes {
+	for i, rc := range changes {
 		if old, ok := d.recs[string(rc.Key)]; ok {
 			d.bytes -= soonCost(rc.Key, old.enc)
 			delete(d.recs, string(rc.Key))
@@ -69,7 +71,7 @@ func (d *dueSoon) note(changes []fsm.RecordChange, now int64) {
 			if d.recs == nil {
 				d.recs = map[string]soonRecord{}
 			}
-			d.recs[string(rc.Key)] = soonRecord{due: rc.NewExpiresAt, enc: bytes.Clone(rc.New)}
+			d.recs[string(rc.Key)] = soonRecord{due: rc.NewExpiresAt, pos: at[i].new, enc: bytes.Clone(rc.New)}
 			d.bytes += cost
 		}
 	}
@@ -83,4 +85,11 @@ func (d *dueSoon) get(key []byte, due int64) ([]byte, bool) {
 		return nil, false
 	}
 	return r.enc, true
+}
+
+// position returns the position of key's record, if it is kept: the
+// record's last change, so its current position.
+func (d *dueSoon) position(key []byte) (uint64, bool) {
+	r, ok := d.recs[string(key)]
+	return r.pos, ok
 }

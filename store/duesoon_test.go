@@ -47,7 +47,7 @@ func TestDueSoonKeepsEachKeysLastChange(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := dueSoon{budget: tc.budget}
 			for _, rc := range tc.changes {
-				d.note([]fsm.RecordChange{rc}, now)
+				d.note([]fsm.RecordChange{rc}, []placement{{}}, now)
 			}
 			enc, ok := d.get(k, tc.due)
 			if got := string(enc); ok != (tc.want != "") || got != tc.want {

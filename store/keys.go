@@ -8,24 +8,40 @@ import (
 )
 
 // The key layout (DESIGN.md has it as a table). One byte of prefix names
-// the kind of key; records and the expiry index sort by fsm.AppendKey, so
-// the records walk in the snapshot stream's order.
+// the kind of key; record keys and the expiry index sort by fsm.AppendKey,
+// so the records walk in the snapshot stream's order.
+//
+// A record is stored under its position, the order in which this store
+// wrote it, and its key holds only that position (format 2). Positions
+// only grow, so each flush adds values above every stored one, and
+// compactions move them down a level without rewriting them; stored under
+// their keys (format 1), every value was rewritten at every level, three
+// to four times its size in compactions (docs/PERFORMANCE.md). Positions
+// are this store's own: replicas and a rebuilt store number alike only by
+// chance, and nothing outside the store sees them.
 const (
 	prefixEvent  = 'e' // 'e' + seq (big-endian) → encoded fsm.Event
 	prefixFormat = 'f' // the store's format version
 	prefixMeta   = 'm' // fsm.Meta of the last commit
-	prefixRecord = 'r' // 'r' + key → encoded record
-	prefixExpiry = 'x' // 'x' + expires_at (big-endian, sign flipped) + key → empty
+	prefixLast   = 'p' // the last position given (8 bytes, big-endian)
+	prefixRecord = 'r' // 'r' + key → the record's position (8 bytes, big-endian)
 	prefixUsage  = 'u' // 'u' + tenant → uvarint keys, uvarint bytes
+	prefixValue  = 'v' // 'v' + position (big-endian) → encoded record
+	prefixExpiry = 'x' // 'x' + expires_at (big-endian, sign flipped) + key → empty
 )
 
-// FormatVersion is the version of the on-disk layout this release writes
-// and reads; a store of another version is refused at open.
-const FormatVersion = 1
+// FormatVersion is the version of the on-disk layout this release writes;
+// a store of formatRecordsByKey is migrated at open (migrate.go), any
+// other refused.
+const (
+	FormatVersion      = 2
+	formatRecordsByKey = 1
+)
 
 var (
-	formatKey = []byte{prefixFormat}
-	metaKey   = []byte{prefixMeta}
+	formatKey   = []byte{prefixFormat}
+	metaKey     = []byte{prefixMeta}
+	positionKey = []byte{prefixLast}
 )
 
 func recordKey(key []byte) []byte {
@@ -47,6 +63,21 @@ func parseExpiryKey(b []byte) (int64, []byte, error) {
 		return 0, nil, fmt.Errorf("expiry index key %x is malformed", b)
 	}
 	return int64(binary.BigEndian.Uint64(b[1:9]) ^ (1 << 63)), b[9:], nil
+}
+
+// valueKey is where the record at position pos is stored.
+func valueKey(pos uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{prefixValue}, pos)
+}
+
+// encodePosition and decodePosition are a record key's value.
+func encodePosition(pos uint64) []byte { return binary.BigEndian.AppendUint64(nil, pos) }
+
+func decodePosition(v []byte) (uint64, error) {
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: a record's position is %d bytes, not 8", ErrCorrupt, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
 }
 
 func eventKey(seq uint64) []byte {

@@ -123,6 +123,9 @@ type Store struct {
 	// soon keeps the records coming due soon, for Due (duesoon.go);
 	// guarded by buf.wmu.
 	soon dueSoon
+	// lastPos is the position of the last record written (keys.go);
+	// guarded by buf.wmu.
+	lastPos uint64
 	// closed is closed by Close, ending the filter builds, which Close
 	// waits for: a build holds the database open.
 	closed    chan struct{}
@@ -235,40 +238,59 @@ func (o Options) pebbleOptions(cache *pebble.Cache, brk *breaker) *pebble.Option
 }
 
 // openDB opens (creating when absent) the Pebble database in dir and
-// checks its format.
-func openDB(dir string, o Options, cache *pebble.Cache, brk *breaker) (*pebble.DB, error) {
-	return openDBWith(dir, o.pebbleOptions(cache, brk))
+// returns its format: this release's, or formatRecordsByKey, which Open
+// migrates.
+func openDB(dir string, o Options, cache *pebble.Cache, brk *breaker) (*pebble.DB, uint64, error) {
+	db, err := pebble.Open(dir, o.pebbleOptions(cache, brk))
+	if err != nil {
+		return nil, 0, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	version, err := checkFormat(db)
+	if err == nil && version != FormatVersion && version != formatRecordsByKey {
+		err = fmt.Errorf("%w: format version %d, this release reads %d and %d", ErrCorrupt, version, formatRecordsByKey, FormatVersion)
+	}
+	if err != nil {
+		db.Close()
+		return nil, 0, fmt.Errorf("store %s: %w", dir, err)
+	}
+	return db, version, nil
 }
 
-// openDBWith is openDB with the Pebble options made already.
-func openDBWith(dir string, po *pebble.Options) (*pebble.DB, error) {
+// openNewDB opens a database in a dir that holds none, in this release's
+// format, with the Pebble options made already.
+func openNewDB(dir string, po *pebble.Options) (*pebble.DB, error) {
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	if err := checkFormat(db); err != nil {
+	version, err := checkFormat(db)
+	if err == nil && version != FormatVersion {
+		err = fmt.Errorf("%w: a new store has format version %d", ErrCorrupt, version)
+	}
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
 	return db, nil
 }
 
-// checkFormat writes the format version into a new database and refuses
-// one written in another.
-func checkFormat(db *pebble.DB) error {
+// checkFormat writes this release's format version into a new database
+// and returns the version a database holds.
+func checkFormat(db *pebble.DB) (uint64, error) {
 	v, closer, err := db.Get(formatKey)
 	if errors.Is(err, pebble.ErrNotFound) {
 		var b [binary.MaxVarintLen64]byte
-		return db.Set(formatKey, b[:binary.PutUvarint(b[:], FormatVersion)], pebble.NoSync)
+		return FormatVersion, db.Set(formatKey, b[:binary.PutUvarint(b[:], FormatVersion)], pebble.NoSync)
 	}
 	if err != nil {
-		return fmt.Errorf("read format version: %w", err)
+		return 0, fmt.Errorf("read format version: %w", err)
 	}
 	defer closer.Close()
-	if got, n := binary.Uvarint(v); n <= 0 || got != FormatVersion {
-		return fmt.Errorf("%w: format version %x, this release reads %d", ErrCorrupt, v, FormatVersion)
+	version, n := binary.Uvarint(v)
+	if n <= 0 || n != len(v) {
+		return 0, fmt.Errorf("%w: format version %x", ErrCorrupt, v)
 	}
-	return nil
+	return version, nil
 }
 
 // ErrCorrupt marks a store that cannot be trusted: its metadata or format
@@ -287,19 +309,52 @@ func newStore(root, name string, o Options, db *pebble.DB, cache *pebble.Cache, 
 	return s, nil
 }
 
-// loadMeta reads the metadata of the last commit; a new store has none
-// (zero Meta).
+// loadMeta reads the metadata of the last commit and the last position
+// given; a new store has neither (zero Meta, no position).
 func (s *Store) loadMeta() error {
 	v, closer, err := s.db.Get(metaKey)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
-		return nil
 	case err != nil:
 		return fmt.Errorf("read store metadata: %w", err)
+	default:
+		err = s.meta.UnmarshalBinary(v)
+		closer.Close()
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
 	}
-	defer closer.Close()
-	if err := s.meta.UnmarshalBinary(v); err != nil {
-		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	return s.loadLastPosition()
+}
+
+// loadLastPosition reads the last position given. A record stored above
+// it would be overwritten by the next commit: the store is corrupt.
+func (s *Store) loadLastPosition() error {
+	v, found, err := get(s.db, positionKey, func(_ string, err error) error { return err })
+	if err != nil {
+		return fmt.Errorf("read the last position: %w", err)
+	}
+	if found {
+		if s.lastPos, err = decodePosition(v); err != nil {
+			return err
+		}
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixValue}, UpperBound: prefixEnd(prefixValue)})
+	if err != nil {
+		return fmt.Errorf("read the last record's position: %w", err)
+	}
+	var top uint64
+	if it.Last() {
+		top, err = decodePosition(it.Key()[1:])
+	}
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("read the last record's position: %w", err)
+	}
+	if top > s.lastPos {
+		return fmt.Errorf("%w: a record at position %d, past the last one given (%d)", ErrCorrupt, top, s.lastPos)
 	}
 	return nil
 }
@@ -353,24 +408,55 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 // buffered ones too (Commit adds them before it appends), so a fresh key,
 // most claims, skips the buffer's two maps, a cache miss each once they
 // hold a few hundred thousand records (docs/PERFORMANCE.md).
+//
+// From Pebble it reads the record's position, then the record there. A
+// commit may land between the two reads (a lookup runs beside the apply
+// path, and a handed batch is committed on its own goroutine) and remove
+// the record read: the key then has a new position, or none, and the read
+// starts over. The same position twice with nothing there is corruption.
 func (s *Store) read(key []byte, flushed *pebble.IterOptions) ([]byte, bool, error) {
 	if !s.filters.mayHold(key) {
 		return nil, false, nil
 	}
-	if enc, ok := s.buf.get(key); ok {
-		return bytes.Clone(enc), enc != nil, nil
+	var last uint64
+	for {
+		if enc, ok := s.buf.get(key); ok {
+			return bytes.Clone(enc), enc != nil, nil
+		}
+		pos, found, err := s.locate(key, flushed)
+		if err != nil || !found {
+			return nil, false, err
+		}
+		enc, found, err := get(s.db, valueKey(pos), s.fail)
+		if err != nil || found {
+			return enc, found, err
+		}
+		if pos == last {
+			return nil, false, s.fail("read a record", fmt.Errorf("%w: no record at position %d", ErrCorrupt, pos))
+		}
+		last = pos
 	}
-	return s.lookup(key, flushed)
 }
 
-// lookup is Get with the sstables' read options for a key that is in none
-// of the memtables.
-func (s *Store) lookup(key []byte, flushed *pebble.IterOptions) ([]byte, bool, error) {
-	may, forgotten := s.unflushed.mayHold(key)
-	if may {
-		return get(s.db, recordKey(key), s.fail)
+// locate returns the position of key's record in Pebble, looked up in the
+// sstables alone for a key that is in none of the memtables.
+func (s *Store) locate(key []byte, flushed *pebble.IterOptions) (uint64, bool, error) {
+	var v []byte
+	var found bool
+	var err error
+	if may, forgotten := s.unflushed.mayHold(key); may {
+		v, found, err = get(s.db, recordKey(key), s.fail)
+	} else {
+		v, found, err = s.getFlushed(recordKey(key), flushed, forgotten)
 	}
-	return s.getFlushed(recordKey(key), flushed, forgotten)
+	if err != nil || !found {
+		return 0, false, err
+	}
+	pos, err := decodePosition(v)
+	if err != nil {
+		return 0, false, s.fail("read a record's position", err)
+	}
+	return pos, true, nil
 }
 
 // The sstables' read options. missLookup is for a key that is most likely
@@ -709,8 +795,12 @@ func (s *Store) Commit(c *fsm.Changes) error {
 	rebuildFilter := s.filters.add(c.Records)
 	s.buf.wmu.Lock()
 	defer s.buf.wmu.Unlock()
-	lowest := s.buf.append(s.db, c, s.opts.drainEvery)
-	s.soon.note(c.Records, c.Meta.Now)
+	at, err := s.place(c.Records)
+	if err != nil {
+		return err
+	}
+	lowest := s.buf.append(s.db, c, at, s.lastPos, s.opts.drainEvery)
+	s.soon.note(c.Records, at, c.Meta.Now)
 	s.mu.Lock()
 	s.meta = c.Meta
 	if lowest != nil {
@@ -737,33 +827,84 @@ func (s *Store) Commit(c *fsm.Changes) error {
 	return nil
 }
 
-// writeRecords adds the record changes and their expiry index entries to
-// b, and returns the lowest expiry key it inserts.
+// placement is where a change's records are: old the position of the
+// record it replaces (when one is stored), new the position it writes its
+// record at (when it stores one).
+type placement struct{ old, new uint64 }
+
+// place gives each change's new record the next position and finds the
+// position of the record it replaces; the caller holds wmu. Each key
+// comes at most once in a commit (fsm.Changes), so the record a change
+// replaces was stored by an earlier commit.
+func (s *Store) place(changes []fsm.RecordChange) ([]placement, error) {
+	out := make([]placement, len(changes))
+	for i, rc := range changes {
+		if rc.HadOld {
+			old, err := s.positionOf(rc.Key)
+			if err != nil {
+				return nil, err
+			}
+			out[i].old = old
+		}
+		if rc.New != nil {
+			s.lastPos++
+			out[i].new = s.lastPos
+		}
+	}
+	return out, nil
+}
+
+// positionOf returns the position of key's stored record: the buffer's,
+// a record kept as due soon (a lease's end), or Pebble's; the caller holds
+// wmu, so no commit changes it meanwhile.
+func (s *Store) positionOf(key []byte) (uint64, error) {
+	if b, ok := s.buf.last(key); ok {
+		if b.enc == nil {
+			return 0, s.fail("commit", fmt.Errorf("%w: a change replaces a record the buffer deleted", ErrCorrupt))
+		}
+		return b.pos, nil
+	}
+	if pos, ok := s.soon.position(key); ok {
+		return pos, nil
+	}
+	pos, found, err := s.locate(key, &hitLookup)
+	if err == nil && !found {
+		err = s.fail("commit", fmt.Errorf("%w: a change replaces a record that is not stored", ErrCorrupt))
+	}
+	return pos, err
+}
+
+// writeRecords adds the record changes, their positions and their expiry
+// index entries to b, and returns the lowest expiry key it inserts.
 //
-// An expiry index entry is removed with a single delete: an entry is set
-// only where none is (a new record, or one whose due time moves) and
-// deleted only where one is, so each set meets exactly one delete, the one
-// use Pebble allows (a second set would come back; PossibleAPIMisuse
-// stops the node if a compaction ever meets one). A single delete and its
-// set cancel out wherever they meet, in the flush of the batch holding
-// both included: a claim's lease entry, replaced by its completion's TTL
-// entry milliseconds later. A plain delete left a marker per completion
-// there, carried down every level: one store at a cluster's pace spent 36
-// µs of CPU per claim+complete with them and 29 without
-// (docs/PERFORMANCE.md). A record's key is set again and again (claim,
-// complete) and keeps the plain delete.
-func writeRecords(b *pebble.Batch, changes []fsm.RecordChange) []byte {
+// A record's value and its expiry index entry are removed with a single
+// delete: each is set only where none is (a new position; a new record,
+// or one whose due time moves) and deleted only where one is, so each set
+// meets exactly one delete, the one use Pebble allows (a second set would
+// come back; PossibleAPIMisuse stops the node if a compaction ever meets
+// one). A single delete and its set cancel out wherever they meet, in the
+// flush of the batch holding both included: a claim's record and lease
+// entry, replaced by its completion's milliseconds later. A plain delete
+// left a marker per completion there, carried down every level: one store
+// at a cluster's pace spent 36 µs of CPU per claim+complete with them and
+// 29 without (docs/PERFORMANCE.md). A record's key is set again and again
+// (claim, complete) and keeps the plain delete.
+func writeRecords(b *pebble.Batch, changes []fsm.RecordChange, at []placement) []byte {
 	var lowest []byte
-	for _, rc := range changes {
+	for i, rc := range changes {
 		sameExpiry := rc.HadOld && rc.New != nil && rc.OldExpiresAt == rc.NewExpiresAt
-		if rc.HadOld && !sameExpiry {
-			b.SingleDelete(expiryKey(rc.OldExpiresAt, rc.Key), nil)
+		if rc.HadOld {
+			b.SingleDelete(valueKey(at[i].old), nil)
+			if !sameExpiry {
+				b.SingleDelete(expiryKey(rc.OldExpiresAt, rc.Key), nil)
+			}
 		}
 		if rc.New == nil {
 			b.Delete(recordKey(rc.Key), nil)
 			continue
 		}
-		b.Set(recordKey(rc.Key), rc.New, nil)
+		b.Set(valueKey(at[i].new), rc.New, nil)
+		b.Set(recordKey(rc.Key), encodePosition(at[i].new), nil)
 		if !sameExpiry {
 			x := expiryKey(rc.NewExpiresAt, rc.Key)
 			b.Set(x, nil, nil)

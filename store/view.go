@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -40,31 +41,33 @@ func (s *Store) View() (fsm.View, error) {
 
 func (v *view) Meta() fsm.Meta { return v.meta }
 
-// Records walks the records in key order.
+// Records walks the records in key order: each key's position, then the
+// record at it.
 func (v *view) Records(fn func(enc []byte) error) error {
-	return v.walk(prefixRecord, "read records", fn)
+	return v.walk(prefixRecord, "read records", true, fn)
 }
 
 // Events walks the feed's events in order of number.
 func (v *view) Events(fn func(enc []byte) error) error {
-	return v.walk(prefixEvent, "read the feed", fn)
+	return v.walk(prefixEvent, "read the feed", false, fn)
 }
 
 // defaultWalkChunk is the bytes of values a walk reads per iterator.
 const defaultWalkChunk = 1 << 20
 
-// walk calls fn with each value under prefix, in key order. It reads a
+// walk calls fn with each value under prefix, in key order (with the
+// record each value places, when placed). It reads a
 // chunk at a time and calls fn with no iterator open: an iterator holds
 // every memtable that existed when it opened, even once flushed, and a
 // stream read from a view (a follower's InstallSnapshot, a backup) can take
 // minutes at the pace of its reader while commits go on. The view's Pebble
 // snapshot keeps every chunk at the same commit.
-func (v *view) walk(prefix byte, what string, fn func(enc []byte) error) error {
+func (v *view) walk(prefix byte, what string, placed bool, fn func(enc []byte) error) error {
 	var c chunk
 	from := []byte{prefix}
 	for from != nil {
 		var err error
-		if from, err = v.readChunk(&c, from, prefixEnd(prefix)); err != nil {
+		if from, err = v.readChunk(&c, from, prefixEnd(prefix), placed); err != nil {
 			return v.s.fail(what, err)
 		}
 		for i := range c.ends {
@@ -90,17 +93,30 @@ func (c *chunk) value(i int) []byte {
 	return c.bytes[start:c.ends[i]]
 }
 
-// readChunk reads values from the key from on into c, until c holds the
-// store's walkChunk bytes or the keys reach upper; it returns the key to
-// read on from, nil at the end.
-func (v *view) readChunk(c *chunk, from, upper []byte) (next []byte, err error) {
+// readChunk reads values from the key from on into c (for placed ones,
+// the records they place), until c holds the store's walkChunk bytes or
+// the keys reach upper; it returns the key to read on from, nil at the end.
+func (v *view) readChunk(c *chunk, from, upper []byte, placed bool) (next []byte, err error) {
 	c.bytes, c.ends = c.bytes[:0], c.ends[:0]
 	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: from, UpperBound: upper})
 	if err != nil {
 		return nil, err
 	}
+	var records *pebble.Iterator
+	if placed {
+		if records, err = v.snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixValue}, UpperBound: prefixEnd(prefixValue)}); err != nil {
+			it.Close()
+			return nil, err
+		}
+	}
 	for it.First(); it.Valid(); it.Next() {
-		c.bytes = append(c.bytes, it.Value()...)
+		value := it.Value()
+		if placed {
+			if value, err = placedRecord(records, value); err != nil {
+				break
+			}
+		}
+		c.bytes = append(c.bytes, value...)
 		c.ends = append(c.ends, len(c.bytes))
 		if len(c.bytes) >= v.s.opts.walkChunk {
 			// The next chunk starts at the key's immediate successor.
@@ -108,10 +124,35 @@ func (v *view) readChunk(c *chunk, from, upper []byte) (next []byte, err error) 
 			break
 		}
 	}
-	if err := it.Close(); err != nil {
+	if records != nil {
+		if cerr := records.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return nil, err
 	}
 	return next, nil
+}
+
+// placedRecord reads, through records, the record at the position pos
+// encodes.
+func placedRecord(records *pebble.Iterator, pos []byte) ([]byte, error) {
+	p, err := decodePosition(pos)
+	if err != nil {
+		return nil, err
+	}
+	key := valueKey(p)
+	if !records.SeekGE(key) || !bytes.Equal(records.Key(), key) {
+		if err := records.Error(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: no record at position %d", ErrCorrupt, p)
+	}
+	return records.ValueAndErr()
 }
 
 func (v *view) Close() error {

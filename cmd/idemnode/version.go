@@ -32,9 +32,11 @@ var formatVersions = []formatVersion{
 	// in-memory releases' streams) are read. The backup file (snapshot
 	// save/restore) is this same stream.
 	{Name: "snapshot_stream", Writes: fsm.SnapshotVersion, ReadsFrom: 1},
-	// store/keys.go: the on-disk layout of the records (Pebble); a data
-	// dir of the in-memory releases (no store) is migrated at first start.
-	{Name: "store", Writes: store.FormatVersion, ReadsFrom: store.FormatVersion},
+	// store/keys.go: the on-disk layout of the records (Pebble); a store
+	// of version 1 (records under their keys) is rewritten into version 2
+	// (records at their positions) at its first start, and a data dir of
+	// the in-memory releases (no store) is migrated into a new store.
+	{Name: "store", Writes: store.FormatVersion, ReadsFrom: 1},
 	// fsm/digest.go: the state digest status shows; restoring a version 2
 	// stream prints the version 1 digest its release showed.
 	{Name: "digest", Writes: fsm.DigestVersion, ReadsFrom: 1},

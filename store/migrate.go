@@ -1,0 +1,101 @@
+package store
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// migrate rewrites old, a store of formatRecordsByKey in the dir name,
+// into the next dir in this release's format and makes that one current.
+// It closes old and returns the new dir's name and database. It copies
+// keys, not records: each record under its key becomes the key's position
+// and the record at that position, numbered in key order; everything else
+// is kept as it is (the expiry index, the feed, the usage, the metadata).
+// The tables are written sorted and ingested, as a restore's are (one pass
+// over the store, and as much disk again until the old dir is removed). A
+// crash before CURRENT names the new dir leaves the old store current, and
+// the next Open removes the new dir and migrates again.
+func migrate(o Options, root, name string, old *pebble.DB, cache *pebble.Cache, brk *breaker) (string, *pebble.DB, error) {
+	next := nextName(name)
+	dir := o.FS.PathJoin(root, next)
+	fail := func(err error) (string, *pebble.DB, error) {
+		old.Close()
+		o.FS.RemoveAll(dir)
+		return "", nil, fmt.Errorf("migrate the store from format %d to %d: %w", formatRecordsByKey, FormatVersion, err)
+	}
+	if err := o.FS.RemoveAll(dir); err != nil {
+		return fail(err)
+	}
+	po := o.pebbleOptions(cache, brk)
+	db, err := openNewDB(dir, po)
+	if err != nil {
+		return fail(err)
+	}
+	files := tableFiles{fs: o.FS, root: root, name: next, db: db, po: po}
+	last, err := copyPlaced(old, &files)
+	if err == nil {
+		err = db.Set(positionKey, encodePosition(last), pebble.NoSync)
+	}
+	if err == nil {
+		err = flush(db, brk)
+	}
+	if err == nil {
+		err = writeCurrent(o.FS, root, next)
+	}
+	if err != nil {
+		files.remove()
+		db.Close()
+		return fail(err)
+	}
+	old.Close()
+	if err := o.FS.RemoveAll(o.FS.PathJoin(root, name)); err != nil {
+		db.Close()
+		return "", nil, fmt.Errorf("remove the store migrated from format %d: %w", formatRecordsByKey, err)
+	}
+	return next, db, nil
+}
+
+// copyPlaced writes old's keys into files as this release lays them out
+// and ingests them; it returns the last position given. The three runs
+// hold disjoint, ascending ranges: the keys below the records' positions
+// (feed, metadata, record keys, usage), the records, the expiry index.
+func copyPlaced(old *pebble.DB, files *tableFiles) (uint64, error) {
+	it, err := old.NewIter(nil)
+	if err != nil {
+		return 0, err
+	}
+	var low, records, high tableRun
+	var last uint64
+	for it.First(); it.Valid() && err == nil; it.Next() {
+		k, v := it.Key(), it.Value()
+		switch k[0] {
+		case prefixFormat: // the new store has its own
+		case prefixRecord:
+			last++
+			err = files.set(&low, k, encodePosition(last))
+			if err == nil {
+				err = files.set(&records, valueKey(last), v)
+			}
+		case prefixEvent, prefixMeta, prefixUsage:
+			err = files.set(&low, k, v)
+		case prefixExpiry:
+			err = files.set(&high, k, v)
+		default:
+			err = fmt.Errorf("%w: a key %q of no kind this format has", ErrCorrupt, k)
+		}
+	}
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = files.ingest(&low, &records, &high)
+	}
+	if err != nil {
+		low.close()
+		records.close()
+		high.close()
+		return 0, err
+	}
+	return last, nil
+}

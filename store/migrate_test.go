@@ -1,0 +1,113 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/idemnode/idemnode/fsm"
+)
+
+// TestMigrateRecordsByKey opens a store in the layout of format 1 (each
+// record under its key), as the release before wrote it: Open rewrites it
+// into this release's layout in a new dir, and every record, event, usage
+// and the metadata read back the same, in the same snapshot stream; the
+// migrated store takes new commits, and reopening it migrates nothing.
+func TestMigrateRecordsByKey(t *testing.T) {
+	fs := vfs.NewMem()
+	n := openNode(t, fs)
+	for i := range 60 {
+		k := fsm.RecordKey{Tenant: fmt.Sprintf("t%d", i%3), Scope: "POST /a", Key: fmt.Sprintf("k%02d", i)}
+		res := n.m.Apply(uint64(2*i+1), &fsm.Command{Type: fsm.TypeClaim, Now: t0, Key: k, Owner: "o", Lease: sec,
+			TTL: 600 * sec, WatchAbandon: true})
+		if i%4 != 0 { // the others stay pending, and are marked abandoned below
+			n.m.Apply(uint64(2*i+2), &fsm.Command{Type: fsm.TypeComplete, Now: t0, Key: k, Token: res.Record.Token,
+				Response: &fsm.Response{Status: 201, Body: bytes.Repeat([]byte{byte(i)}, 100+i)}})
+		}
+	}
+	if res := n.m.Apply(200, &fsm.Command{Type: fsm.TypeExpire, Now: t0 + 2*sec, Limit: 100}); res.Abandoned != 15 {
+		t.Fatalf("Expire marked %d claims abandoned, want 15", res.Abandoned)
+	}
+	want, wantDigest := snapshot(t, n.m), n.m.Digest()
+	mustNot(n.m.Sync())
+	mustNot(n.m.Close())
+
+	old := toRecordsByKey(t, fs)
+	s, err := Open("fsm", Options{FS: fs})
+	if err != nil {
+		t.Fatalf("open a store of format 1: %v", err)
+	}
+	if s.name == old {
+		t.Fatalf("the store was not migrated into a new dir (%s)", s.name)
+	}
+	if _, err := fs.Stat(fs.PathJoin("fsm", old)); err == nil {
+		t.Fatalf("the store of format 1 is still there (%s)", old)
+	}
+	m, err := fsm.New(s)
+	mustNot(err)
+	if got := snapshot(t, m); !bytes.Equal(got, want) || m.Digest() != wantDigest {
+		t.Fatal("the migrated store's snapshot stream or digest differs from the store's before")
+	}
+	// New commits replace migrated records (their positions are found)
+	// and add new ones.
+	k := fsm.RecordKey{Tenant: "t1", Scope: "POST /a", Key: "k04"} // pending and abandoned
+	if res := m.Apply(201, &fsm.Command{Type: fsm.TypeRelease, Now: t0 + 3*sec, Key: k, Token: recordOf(t, m, k).Token}); res.Outcome != fsm.OutcomeOK {
+		t.Fatalf("release a migrated claim: %+v", res)
+	}
+	m.Apply(202, &fsm.Command{Type: fsm.TypeClaim, Now: t0 + 3*sec, Key: fsm.RecordKey{Tenant: "t9", Scope: "s", Key: "new"},
+		Owner: "o", Lease: sec, TTL: 600 * sec})
+	after, afterDigest := snapshot(t, m), m.Digest()
+	mustNot(m.Close())
+
+	s, err = Open("fsm", Options{FS: fs})
+	mustNot(err)
+	m, err = fsm.New(s)
+	mustNot(err)
+	defer m.Close()
+	if !bytes.Equal(snapshot(t, m), after) || m.Digest() != afterDigest {
+		t.Fatal("the migrated store reopened differs")
+	}
+}
+
+func recordOf(t *testing.T, m *fsm.Machine, k fsm.RecordKey) *fsm.Record {
+	r, ok := m.Get(k)
+	if !ok {
+		t.Fatalf("no record %v", k)
+	}
+	return r
+}
+
+// toRecordsByKey rewrites the current store in fs in place into the
+// layout of format 1, and returns its dir's name: each record under its
+// key, no positions, format 1.
+func toRecordsByKey(t *testing.T, fs vfs.FS) string {
+	name, err := readCurrent(fs, "fsm")
+	mustNot(err)
+	db, err := pebble.Open(fs.PathJoin("fsm", name), &pebble.Options{FS: fs, DisableWAL: true})
+	mustNot(err)
+	b := db.NewBatch()
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixRecord}, UpperBound: prefixEnd(prefixRecord)})
+	mustNot(err)
+	for it.First(); it.Valid(); it.Next() {
+		pos, err := decodePosition(it.Value())
+		mustNot(err)
+		enc, closer, err := db.Get(valueKey(pos))
+		mustNot(err)
+		b.Set(it.Key(), enc, nil)
+		closer.Close()
+	}
+	mustNot(it.Close())
+	b.DeleteRange([]byte{prefixValue}, prefixEnd(prefixValue), nil)
+	b.Delete(positionKey, nil)
+	b.Set(formatKey, binary.AppendUvarint(nil, formatRecordsByKey), nil)
+	mustNot(b.Commit(pebble.NoSync))
+	mustNot(db.Flush())
+	mustNot(db.Compact(context.Background(), []byte{0}, []byte{0xff}, true)) // no trace of the positions left
+	mustNot(db.Close())
+	return name
+}

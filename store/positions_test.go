@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/idemnode/idemnode/fsm"
+)
+
+// TestLookupsBesideCommitsThatMoveTheRecord: a lookup reads a record's
+// position, then the record there; commits beside it (each handing its
+// batch off, so Pebble takes it on another goroutine) keep moving the
+// record to new positions and removing the old ones. Every lookup must
+// still return one of the record's versions, never fail: a position gone
+// by the second read means the record moved, and the lookup reads again.
+func TestLookupsBesideCommitsThatMoveTheRecord(t *testing.T) {
+	s, _ := handStore(t)
+	keys := [][]byte{[]byte("a"), []byte("b"), []byte("c")}
+	for i, k := range keys {
+		commitRecords(t, s, uint64(i+1), fsm.RecordChange{Key: k, New: []byte(string(k) + "-0"), NewExpiresAt: 1})
+	}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for r := range 2 {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				k := keys[(n+r)%len(keys)]
+				enc, ok, err := s.Get(k)
+				if err != nil || !ok || !strings.HasPrefix(string(enc), string(k)+"-") {
+					t.Errorf("Get(%s) = %q %v %v beside commits moving it", k, enc, ok, err)
+					return
+				}
+			}
+		})
+	}
+	index := uint64(len(keys))
+	for v := 1; v <= 3000 && !t.Failed(); v++ {
+		if v%100 == 0 {
+			if err := s.Sync(); err != nil { // flushed, so lookups read the sstables too
+				t.Fatal(err)
+			}
+		}
+		k := keys[v%len(keys)]
+		index++
+		commitRecords(t, s, index, fsm.RecordChange{Key: k, HadOld: true, OldExpiresAt: 1,
+			New: []byte(fmt.Sprintf("%s-%d", k, v)), NewExpiresAt: 1})
+	}
+	close(done)
+	wg.Wait()
+}
+
+// TestRecordAboveTheLastPositionIsRefused: a record stored past the last
+// position the store gave would be overwritten by a later commit, its
+// single delete then meeting two sets: the store is refused at open.
+func TestRecordAboveTheLastPositionIsRefused(t *testing.T) {
+	fs := vfs.NewMem()
+	s, err := Open("fsm", Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitRecords(t, s, 1, fsm.RecordChange{Key: []byte("k"), New: []byte("r"), NewExpiresAt: 1})
+	mustNot(s.Sync())
+	name := s.name
+	mustNot(s.Close())
+
+	db, err := pebble.Open(fs.PathJoin("fsm", name), &pebble.Options{FS: fs, DisableWAL: true})
+	mustNot(err)
+	mustNot(db.Set(valueKey(2), []byte("stray"), pebble.NoSync))
+	mustNot(db.Flush())
+	mustNot(db.Compact(context.Background(), []byte{0}, []byte{0xff}, true))
+	mustNot(db.Close())
+
+	if s, err := Open("fsm", Options{FS: fs}); err == nil || !strings.Contains(err.Error(), "past the last one given") {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("open a store with a record past its last position: %v", err)
+	}
+}
