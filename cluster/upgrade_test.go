@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/store"
 )
@@ -32,6 +33,7 @@ type legacyRecord struct {
 
 type legacyFixture struct {
 	Len     int
+	Digest  string // the digest the writing release showed (store-format1 only)
 	Records []legacyRecord
 }
 
@@ -63,14 +65,7 @@ func testUpgrade(t *testing.T, cutShort bool) {
 		s.Close()
 	}
 	cfg := soloConfig(data, "127.0.110.7")
-	// The fixture's records were written on 2026-11-27 with a 30-day TTL;
-	// the node stamps a time a minute after them, so they stay live
-	// whenever the test runs.
-	var latest int64
-	for _, r := range want.Records {
-		latest = max(latest, r.CreatedAt, r.CompletedAt)
-	}
-	cfg.ClockOffset = time.Until(time.Unix(0, latest).Add(time.Minute))
+	cfg.ClockOffset = clockAfter(want)
 
 	n := openSolo(t, cfg)
 	checkLegacyRecords(t, n.Machine(), want)
@@ -85,9 +80,25 @@ func testUpgrade(t *testing.T, cutShort bool) {
 	if again.Machine().Digest() != digest {
 		t.Fatal("the second start holds another state than the first")
 	}
-	// A retry of a completed request is answered from the migrated record.
-	r := want.Records[0]
-	res, err := again.Apply(ctxFor(t, 10*time.Second), &fsm.Command{Type: fsm.TypeClaim,
+	checkRetryAnswered(t, again, want.Records[0])
+}
+
+// clockAfter is the clock offset that puts a node a minute after the
+// fixture's latest record: its records were written in November 2026 with
+// a 30-day TTL, and stay live whenever the test runs.
+func clockAfter(want legacyFixture) time.Duration {
+	var latest int64
+	for _, r := range want.Records {
+		latest = max(latest, r.CreatedAt, r.CompletedAt)
+	}
+	return time.Until(time.Unix(0, latest).Add(time.Minute))
+}
+
+// checkRetryAnswered: a retry of the completed request r is answered from
+// the migrated record.
+func checkRetryAnswered(t *testing.T, n *cluster.Node, r legacyRecord) {
+	t.Helper()
+	res, err := n.Apply(ctxFor(t, 10*time.Second), &fsm.Command{Type: fsm.TypeClaim,
 		Key: fsm.RecordKey{Tenant: r.Tenant, Scope: r.Scope, Key: r.Key}, Fingerprint: []byte(r.Fingerprint),
 		Owner: "a-retry", Lease: int64(time.Minute), TTL: int64(time.Hour)})
 	if err != nil || res.Outcome != fsm.OutcomeCompleted || string(res.Record.Response.Body) != r.Body {
@@ -169,4 +180,49 @@ func unpackLegacyFixture(t *testing.T, archive, dir string) legacyFixture {
 		t.Fatalf("expected.json: %v (%d records)", err, len(want.Records))
 	}
 	return want
+}
+
+// TestUpgradeFromStoreFormat1 opens a data dir written by the release
+// before records were stored at their positions (store format 1, 5a37c70;
+// cluster/testdata/README.md): 50 records, 5 of them PENDING and watched,
+// the log compacted once. The first start rewrites the store into format 2
+// in a new dir: every record, token and byte of every response survives
+// with the digest the old release showed, and a second start finds the
+// same state without migrating again.
+func TestUpgradeFromStoreFormat1(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	want := unpackLegacyFixture(t, filepath.Join("testdata", "store-format1.tar.gz"), dir)
+	data := filepath.Join(dir, "data")
+	before := currentStore(t, data)
+	cfg := soloConfig(data, "127.0.110.8")
+	cfg.ClockOffset = clockAfter(want)
+
+	n := openSolo(t, cfg)
+	checkLegacyRecords(t, n.Machine(), want)
+	if got := n.Machine().Digest(); got != want.Digest {
+		t.Fatalf("digest after the upgrade %s, the old release showed %s", got, want.Digest)
+	}
+	migrated := currentStore(t, data)
+	if migrated == before {
+		t.Fatalf("the store was not migrated (CURRENT still names %s)", before)
+	}
+	n.Close()
+
+	again := openSolo(t, cfg)
+	checkLegacyRecords(t, again.Machine(), want)
+	if again.Machine().Digest() != want.Digest || currentStore(t, data) != migrated {
+		t.Fatal("the second start holds another state or store than the first")
+	}
+	checkRetryAnswered(t, again, want.Records[0])
+}
+
+// currentStore returns the store dir the data dir's CURRENT names.
+func currentStore(t *testing.T, data string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(data, "fsm", "CURRENT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(bytes.TrimSpace(b))
 }
