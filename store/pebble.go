@@ -124,8 +124,11 @@ type Store struct {
 	// guarded by buf.wmu.
 	soon dueSoon
 	// lastPos is the position of the last record written (keys.go);
-	// guarded by buf.wmu.
+	// duePos holds the positions Due read records at in Pebble since the
+	// last commit, for the commit that expires them. Both guarded by
+	// buf.wmu; every commit clears duePos, so what it holds is current.
 	lastPos uint64
+	duePos  map[string]uint64
 	// closed is closed by Close, ending the filter builds, which Close
 	// waits for: a build holds the database open.
 	closed    chan struct{}
@@ -415,24 +418,31 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 // the record read: the key then has a new position, or none, and the read
 // starts over. The same position twice with nothing there is corruption.
 func (s *Store) read(key []byte, flushed *pebble.IterOptions) ([]byte, bool, error) {
+	enc, _, found, err := s.readPlaced(key, flushed)
+	return enc, found, err
+}
+
+// readPlaced is read, and also returns the position it read the record at
+// in Pebble (0 when the record came from the buffer or is absent).
+func (s *Store) readPlaced(key []byte, flushed *pebble.IterOptions) ([]byte, uint64, bool, error) {
 	if !s.filters.mayHold(key) {
-		return nil, false, nil
+		return nil, 0, false, nil
 	}
 	var last uint64
 	for {
 		if enc, ok := s.buf.get(key); ok {
-			return bytes.Clone(enc), enc != nil, nil
+			return bytes.Clone(enc), 0, enc != nil, nil
 		}
 		pos, found, err := s.locate(key, flushed)
 		if err != nil || !found {
-			return nil, false, err
+			return nil, 0, false, err
 		}
 		enc, found, err := get(s.db, valueKey(pos), s.fail)
 		if err != nil || found {
-			return enc, found, err
+			return enc, pos, found, err
 		}
 		if pos == last {
-			return nil, false, s.fail("read a record", fmt.Errorf("%w: no record at position %d", ErrCorrupt, pos))
+			return nil, 0, false, s.fail("read a record", fmt.Errorf("%w: no record at position %d", ErrCorrupt, pos))
 		}
 		last = pos
 	}
@@ -550,12 +560,18 @@ func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 			out = append(out, bytes.Clone(enc))
 			return true, nil
 		}
-		enc, ok, err := s.read(key, &hitLookup)
+		enc, pos, ok, err := s.readPlaced(key, &hitLookup)
 		if err != nil {
 			return false, err
 		}
 		if !ok {
 			return false, s.fail("read the expiry index", fmt.Errorf("%w: entry for a record that is not stored", ErrCorrupt))
+		}
+		if pos != 0 {
+			if s.duePos == nil {
+				s.duePos = map[string]uint64{}
+			}
+			s.duePos[string(key)] = pos
 		}
 		out = append(out, enc)
 		return true, nil
@@ -801,6 +817,9 @@ func (s *Store) Commit(c *fsm.Changes) error {
 	}
 	lowest := s.buf.append(s.db, c, at, s.lastPos, s.opts.drainEvery)
 	s.soon.note(c.Records, at, c.Meta.Now)
+	if s.duePos != nil {
+		s.duePos = nil // dropped, not cleared: clear costs what the map once held, at every commit
+	}
 	s.mu.Lock()
 	s.meta = c.Meta
 	if lowest != nil {
@@ -855,14 +874,18 @@ func (s *Store) place(changes []fsm.RecordChange) ([]placement, error) {
 }
 
 // positionOf returns the position of key's stored record: the buffer's,
-// a record kept as due soon (a lease's end), or Pebble's; the caller holds
-// wmu, so no commit changes it meanwhile.
+// the one Due read it at since the last commit, a record kept as due soon
+// (a lease's end), or Pebble's; the caller holds wmu, so no commit changes
+// it meanwhile.
 func (s *Store) positionOf(key []byte) (uint64, error) {
 	if b, ok := s.buf.last(key); ok {
 		if b.enc == nil {
 			return 0, s.fail("commit", fmt.Errorf("%w: a change replaces a record the buffer deleted", ErrCorrupt))
 		}
 		return b.pos, nil
+	}
+	if pos, ok := s.duePos[string(key)]; ok {
+		return pos, nil
 	}
 	if pos, ok := s.soon.position(key); ok {
 		return pos, nil

@@ -88,3 +88,36 @@ func TestRecordAboveTheLastPositionIsRefused(t *testing.T) {
 		t.Fatalf("open a store with a record past its last position: %v", err)
 	}
 }
+
+// TestExpireCommitReusesDuesPositions: the commit that expires what Due
+// returned finds each record's position where Due read it, not by a
+// second lookup in Pebble: no block is read between Due and the commit.
+func TestExpireCommitReusesDuesPositions(t *testing.T) {
+	const records = 200
+	s, err := Open("fsm", Options{FS: vfs.NewMem(), CacheSize: 1 << 20, MemTableSize: 4 << 20,
+		KeyFilterSize: -1, dueSoonSize: -1, Fatal: func(err error) { t.Errorf("fatal: %v", err) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var expire []fsm.RecordChange
+	for i := range records {
+		key := fmt.Appendf(nil, "key-%04d", i)
+		commitRecords(t, s, uint64(i+1), fsm.RecordChange{Key: key, New: []byte("pending"), NewExpiresAt: 10})
+		expire = append(expire, fsm.RecordChange{Key: key, HadOld: true, OldExpiresAt: 10})
+	}
+	mustNot(s.Sync()) // in the sstables, none in the buffer
+	if due, err := s.Due(10, records); err != nil || len(due) != records {
+		t.Fatalf("Due: %d records (%v), want %d", len(due), err, records)
+	}
+	before := blockReads(s)
+	commitRecords(t, s, records+1, expire...)
+	if read := blockReads(s) - before; read != 0 {
+		t.Fatalf("the commit expiring what Due returned read %d blocks", read)
+	}
+	for _, rc := range expire[:3] {
+		if _, ok, err := s.Get(rc.Key); ok || err != nil {
+			t.Fatalf("Get(%s) after its expiry: %v %v", rc.Key, ok, err)
+		}
+	}
+}
