@@ -43,16 +43,20 @@ func migrate(o Options, root, name string, old *pebble.DB, cache *pebble.Cache, 
 	if err == nil {
 		err = writeCurrent(o.FS, root, next)
 	}
+	// A failure after CURRENT was renamed (syncing the dir) leaves the
+	// new store current: it is the store now, and removing it would leave
+	// CURRENT naming nothing, and the next Open would reap the old one.
 	if err != nil {
-		files.remove()
-		db.Close()
-		return fail(err)
+		if cur, rerr := readCurrent(o.FS, root); rerr != nil || cur != next {
+			files.remove()
+			db.Close()
+			return fail(err)
+		}
 	}
 	old.Close()
-	if err := o.FS.RemoveAll(o.FS.PathJoin(root, name)); err != nil {
-		db.Close()
-		return "", nil, fmt.Errorf("remove the store migrated from format %d: %w", formatRecordsByKey, err)
-	}
+	// The old dir goes now, or at the next Open (reapExcept): a failure
+	// to remove it does not undo the migration.
+	o.FS.RemoveAll(o.FS.PathJoin(root, name))
 	return next, db, nil
 }
 

@@ -14,8 +14,9 @@ import (
 )
 
 // TestMigrateRecordsByKey opens a store in the layout of format 1 (each
-// record under its key), as the release before wrote it: Open rewrites it
-// into this release's layout in a new dir, and every record, event, usage
+// record under its key), as the release before wrote it, beside what a
+// migration cut short left: Open rewrites it into this release's layout in
+// a new dir, and every record, event, usage
 // and the metadata read back the same, in the same snapshot stream; the
 // migrated store takes new commits, and reopening it migrates nothing.
 func TestMigrateRecordsByKey(t *testing.T) {
@@ -38,6 +39,17 @@ func TestMigrateRecordsByKey(t *testing.T) {
 	mustNot(n.m.Close())
 
 	old := toRecordsByKey(t, fs)
+	// A migration cut short by a crash left its dir and a table to ingest
+	// behind: the next Open removes both and migrates again.
+	next := nextName(old)
+	mustNot(fs.MkdirAll(fs.PathJoin("fsm", next), 0o755))
+	for _, junk := range []string{fs.PathJoin("fsm", next, "000004.sst"), fs.PathJoin("fsm", ingestPrefix+next+"-000001.sst")} {
+		f, err := fs.Create(junk, vfs.WriteCategoryUnspecified)
+		mustNot(err)
+		_, err = f.Write([]byte("half a table"))
+		mustNot(err)
+		mustNot(f.Close())
+	}
 	s, err := Open("fsm", Options{FS: fs})
 	if err != nil {
 		t.Fatalf("open a store of format 1: %v", err)
@@ -47,6 +59,9 @@ func TestMigrateRecordsByKey(t *testing.T) {
 	}
 	if _, err := fs.Stat(fs.PathJoin("fsm", old)); err == nil {
 		t.Fatalf("the store of format 1 is still there (%s)", old)
+	}
+	if _, err := fs.Stat(fs.PathJoin("fsm", ingestPrefix+next+"-000001.sst")); err == nil {
+		t.Fatal("the cut-short migration's table is still there")
 	}
 	m, err := fsm.New(s)
 	mustNot(err)

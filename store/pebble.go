@@ -225,10 +225,11 @@ func (o Options) pebbleOptions(cache *pebble.Cache, brk *breaker) *pebble.Option
 			},
 			// A single delete that met two sets of its key would let the
 			// older come back: an expiry index entry of a record that
-			// is gone or due at another time (writeRecords).
+			// is gone or due at another time, or a record at a position
+			// the record has left (writeRecords).
 			PossibleAPIMisuse: func(info pebble.PossibleAPIMisuseInfo) {
 				if info.Kind == pebble.NondeterministicSingleDelete {
-					brk.fail("compact the expiry index", fmt.Errorf("%w: %s", ErrCorrupt, info))
+					brk.fail("compact the records or the expiry index", fmt.Errorf("%w: %s", ErrCorrupt, info))
 				}
 			},
 		},
@@ -339,7 +340,7 @@ func (s *Store) loadLastPosition() error {
 	}
 	if found {
 		if s.lastPos, err = decodePosition(v); err != nil {
-			return err
+			return fmt.Errorf("read the last position: %w", err)
 		}
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixValue}, UpperBound: prefixEnd(prefixValue)})
@@ -429,7 +430,7 @@ func (s *Store) readPlaced(key []byte, flushed *pebble.IterOptions) ([]byte, uin
 		return nil, 0, false, nil
 	}
 	var last uint64
-	for {
+	for range maxReadPasses {
 		if enc, ok := s.buf.get(key); ok {
 			return bytes.Clone(enc), 0, enc != nil, nil
 		}
@@ -442,11 +443,17 @@ func (s *Store) readPlaced(key []byte, flushed *pebble.IterOptions) ([]byte, uin
 			return enc, pos, found, err
 		}
 		if pos == last {
-			return nil, 0, false, s.fail("read a record", fmt.Errorf("%w: no record at position %d", ErrCorrupt, pos))
+			return nil, 0, false, s.fail("read a record", fmt.Errorf("%w: no record at position %d for key %q", ErrCorrupt, pos, key))
 		}
 		last = pos
 	}
+	return nil, 0, false, fmt.Errorf("read record %q: it moved at each of %d reads", key, maxReadPasses)
 }
+
+// maxReadPasses bounds the reads of a record that commits keep moving: a
+// commit moves a key once, so a few passes at most, and more is a bug to
+// see rather than a loop.
+const maxReadPasses = 1000
 
 // locate returns the position of key's record in Pebble, looked up in the
 // sstables alone for a key that is in none of the memtables.
