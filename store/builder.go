@@ -15,10 +15,11 @@ import (
 //
 // A stream in key order (versions 1 and 3) has its records written as
 // sorted tables of about tableBytes and ingested, which puts them in the
-// bottom level at once (the record keys in one run of tables, the records
-// at their positions, numbered in the stream's order, in another): written through memtables instead, a 30 M-record
-// restore left 1 389 files in level 0, and lookups and restarts paid for
-// them until compactions caught up (docs/PERFORMANCE.md). The expiry index,
+// bottom level at once: the record keys in one run of tables, the records
+// at their positions (numbered in the stream's order) in another. Written
+// through memtables instead, a 30 M-record restore left 1 389 files in
+// level 0, and lookups and restarts paid for them until compactions caught
+// up (docs/PERFORMANCE.md). The expiry index,
 // in another order, goes through batches of about batchBytes, without the
 // WAL. A record out of key order (a version 2 stream) sends what was
 // written so far in, and the rest goes through batches too.

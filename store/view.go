@@ -55,8 +55,8 @@ func (v *view) Events(fn func(enc []byte) error) error {
 // defaultWalkChunk is the bytes of values a walk reads per iterator.
 const defaultWalkChunk = 1 << 20
 
-// walk calls fn with each value under prefix, in key order (with the
-// record each value places, when placed). It reads a
+// walk calls fn with each value under prefix in key order, or, when
+// placed, with the record at the position each value holds. It reads a
 // chunk at a time and calls fn with no iterator open: an iterator holds
 // every memtable that existed when it opened, even once flushed, and a
 // stream read from a view (a follower's InstallSnapshot, a backup) can take
