@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -126,3 +127,61 @@ func toRecordsByKey(t *testing.T, fs vfs.FS) string {
 	mustNot(db.Close())
 	return name
 }
+
+// TestMigrationKeepsTheStoreCurrentNames: when syncing the fsm dir fails
+// after CURRENT was renamed to name the migrated store, that store is the
+// store now. Removing it (as a failure before the rename does) would leave
+// CURRENT naming nothing, and the next Open would reap the old store: both
+// copies gone.
+func TestMigrationKeepsTheStoreCurrentNames(t *testing.T) {
+	mem := vfs.NewMem()
+	n := openNode(t, mem)
+	k := fsm.RecordKey{Tenant: "t", Scope: "s", Key: "k"}
+	n.m.Apply(1, &fsm.Command{Type: fsm.TypeClaim, Now: t0, Key: k, Owner: "o", Lease: sec, TTL: 600 * sec})
+	want := snapshot(t, n.m)
+	mustNot(n.m.Sync())
+	mustNot(n.m.Close())
+	toRecordsByKey(t, mem)
+
+	fs := &failSyncAfterCurrent{FS: mem}
+	s, err := Open("fsm", Options{FS: fs})
+	if !fs.failed {
+		t.Fatal("the test failed no sync of the fsm dir after CURRENT was renamed")
+	}
+	if err != nil {
+		t.Fatalf("open after a failed sync of the renamed CURRENT: %v", err)
+	}
+	m, err := fsm.New(s)
+	mustNot(err)
+	defer m.Close()
+	if !bytes.Equal(snapshot(t, m), want) {
+		t.Fatal("the migrated store differs")
+	}
+}
+
+// failSyncAfterCurrent fails the first sync of the fsm dir after CURRENT
+// was renamed into it.
+type failSyncAfterCurrent struct {
+	vfs.FS
+	renamed, failed bool
+}
+
+func (f *failSyncAfterCurrent) Rename(oldname, newname string) error {
+	if newname == f.PathJoin("fsm", currentFile) {
+		f.renamed = true
+	}
+	return f.FS.Rename(oldname, newname)
+}
+
+func (f *failSyncAfterCurrent) OpenDir(name string) (vfs.File, error) {
+	d, err := f.FS.OpenDir(name)
+	if err != nil || !f.renamed || f.failed || name != "fsm" {
+		return d, err
+	}
+	f.failed = true
+	return failingSync{d}, nil
+}
+
+type failingSync struct{ vfs.File }
+
+func (failingSync) Sync() error { return errors.New("injected: sync failed") }
