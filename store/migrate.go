@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -46,9 +47,16 @@ func migrate(o Options, root, name string, old *pebble.DB, cache *pebble.Cache, 
 	// A failure after CURRENT was renamed (syncing the dir) leaves the
 	// new store current: it is the store now, and removing it would leave
 	// CURRENT naming nothing, and the next Open would reap the old one.
+	// Where CURRENT cannot be read, both dirs stay: the next Open keeps
+	// the one it names.
 	if err != nil {
-		if cur, rerr := readCurrent(o.FS, root); rerr != nil || cur != next {
-			files.remove()
+		files.remove()
+		switch cur, rerr := readCurrent(o.FS, root); {
+		case rerr != nil:
+			db.Close()
+			old.Close()
+			return "", nil, fmt.Errorf("migrate the store from format %d to %d: %w", formatRecordsByKey, FormatVersion, errors.Join(err, rerr))
+		case cur != next:
 			db.Close()
 			return fail(err)
 		}
