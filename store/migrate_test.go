@@ -102,28 +102,37 @@ func recordOf(t *testing.T, m *fsm.Machine, k fsm.RecordKey) *fsm.Record {
 // layout of format 1, and returns its dir's name: each record under its
 // key, no positions, format 1.
 func toRecordsByKey(t *testing.T, fs vfs.FS) string {
+	return editCurrentDB(fs, func(db *pebble.DB) {
+		b := db.NewBatch()
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixRecord}, UpperBound: prefixEnd(prefixRecord)})
+		mustNot(err)
+		for it.First(); it.Valid(); it.Next() {
+			pos, err := decodePosition(it.Value())
+			mustNot(err)
+			enc, closer, err := db.Get(valueKey(pos))
+			mustNot(err)
+			b.Set(it.Key(), enc, nil)
+			closer.Close()
+		}
+		mustNot(it.Close())
+		b.DeleteRange([]byte{prefixValue}, prefixEnd(prefixValue), nil)
+		b.Delete(positionKey, nil)
+		b.Set(formatKey, binary.AppendUvarint(nil, formatRecordsByKey), nil)
+		mustNot(b.Commit(pebble.NoSync))
+	})
+}
+
+// editCurrentDB opens the current store's Pebble database in fs as it is,
+// lets edit change it, and flushes and compacts it (no trace of what was
+// overwritten left) before closing it; it returns the store's dir name.
+func editCurrentDB(fs vfs.FS, edit func(db *pebble.DB)) string {
 	name, err := readCurrent(fs, "fsm")
 	mustNot(err)
 	db, err := pebble.Open(fs.PathJoin("fsm", name), &pebble.Options{FS: fs, DisableWAL: true})
 	mustNot(err)
-	b := db.NewBatch()
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixRecord}, UpperBound: prefixEnd(prefixRecord)})
-	mustNot(err)
-	for it.First(); it.Valid(); it.Next() {
-		pos, err := decodePosition(it.Value())
-		mustNot(err)
-		enc, closer, err := db.Get(valueKey(pos))
-		mustNot(err)
-		b.Set(it.Key(), enc, nil)
-		closer.Close()
-	}
-	mustNot(it.Close())
-	b.DeleteRange([]byte{prefixValue}, prefixEnd(prefixValue), nil)
-	b.Delete(positionKey, nil)
-	b.Set(formatKey, binary.AppendUvarint(nil, formatRecordsByKey), nil)
-	mustNot(b.Commit(pebble.NoSync))
+	edit(db)
 	mustNot(db.Flush())
-	mustNot(db.Compact(context.Background(), []byte{0}, []byte{0xff}, true)) // no trace of the positions left
+	mustNot(db.Compact(context.Background(), []byte{0}, []byte{0xff}, true))
 	mustNot(db.Close())
 	return name
 }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -71,15 +70,9 @@ func TestRecordAboveTheLastPositionIsRefused(t *testing.T) {
 	}
 	commitRecords(t, s, 1, fsm.RecordChange{Key: []byte("k"), New: []byte("r"), NewExpiresAt: 1})
 	mustNot(s.Sync())
-	name := s.name
 	mustNot(s.Close())
 
-	db, err := pebble.Open(fs.PathJoin("fsm", name), &pebble.Options{FS: fs, DisableWAL: true})
-	mustNot(err)
-	mustNot(db.Set(valueKey(2), []byte("stray"), pebble.NoSync))
-	mustNot(db.Flush())
-	mustNot(db.Compact(context.Background(), []byte{0}, []byte{0xff}, true))
-	mustNot(db.Close())
+	editCurrentDB(fs, func(db *pebble.DB) { mustNot(db.Set(valueKey(2), []byte("stray"), pebble.NoSync)) })
 
 	if s, err := Open("fsm", Options{FS: fs}); err == nil || !strings.Contains(err.Error(), "past the last one given") {
 		if s != nil {
