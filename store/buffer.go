@@ -41,11 +41,13 @@ type buffer struct {
 	batch *pebble.Batch // nil when empty
 	// handed is the batch being committed in the background, nil when none.
 	handed *handoff
-	// touchedFrom is the earliest due time of the expiry index entries the
-	// batch sets or deletes (touched says there are some): Due drains the
-	// buffer when it reaches that far.
-	touched     bool
-	touchedFrom int64
+	// insertedFrom is the earliest due time of the expiry index entries the
+	// batch sets (inserted says there are some): Due drains the buffer when
+	// it reaches that far. The entries it deletes Due skips instead (a
+	// buffered change moved the record's due time), so a lease's end, which
+	// deletes an entry at or before the next Due's time, drains nothing.
+	inserted     bool
+	insertedFrom int64
 	// events says the batch changes the feed: it adds the events numbered
 	// from addedFrom on (0: none) and prunes events up to prunedTo (0:
 	// none).
@@ -147,7 +149,7 @@ func (b *buffer) append(db *pebble.DB, c *fsm.Changes, at []placement, lastPos u
 	return lowest
 }
 
-// note records the changes in recs and touchedFrom.
+// note records the changes in recs and insertedFrom.
 func (b *buffer) note(changes []fsm.RecordChange, at []placement) {
 	b.rmu.Lock()
 	defer b.rmu.Unlock()
@@ -156,11 +158,8 @@ func (b *buffer) note(changes []fsm.RecordChange, at []placement) {
 	}
 	for i, rc := range changes {
 		b.recs[string(rc.Key)] = buffered{enc: rc.New, due: rc.NewExpiresAt, pos: at[i].new}
-		if rc.HadOld {
-			b.touch(rc.OldExpiresAt)
-		}
-		if rc.New != nil {
-			b.touch(rc.NewExpiresAt)
+		if rc.New != nil && !keepsExpiry(rc) {
+			b.insert(rc.NewExpiresAt)
 		}
 	}
 }
@@ -191,18 +190,27 @@ func (b *buffer) feedCurrentBelow(after uint64) (before uint64, ok bool) {
 	return 0, false
 }
 
-func (b *buffer) touch(at int64) {
-	if !b.touched || at < b.touchedFrom {
-		b.touched, b.touchedFrom = true, at
+func (b *buffer) insert(at int64) {
+	if !b.inserted || at < b.insertedFrom {
+		b.inserted, b.insertedFrom = true, at
 	}
 }
 
 // full reports whether a commit should drain the buffer.
 func (b *buffer) full(limit int) bool { return b.batch != nil && b.batch.Len() >= limit }
 
-// touchesBy reports whether the batch sets or deletes an expiry index
-// entry due at or before t.
-func (b *buffer) touchesBy(t int64) bool { return b.touched && b.touchedFrom <= t }
+// insertsBy reports whether the batch sets an expiry index entry due at or
+// before t.
+func (b *buffer) insertsBy(t int64) bool { return b.inserted && b.insertedFrom <= t }
+
+// removes reports whether the buffer deletes the expiry index entry (at,
+// key) that Pebble holds: the key's last buffered change deleted the
+// record or gave it another due time (a record has one entry, at its due
+// time). The caller holds wmu with the handed batch settled.
+func (b *buffer) removes(at int64, key []byte) bool {
+	r, ok := b.last(key)
+	return ok && (r.enc == nil || r.due != at)
+}
 
 // drain hands the buffered commits to Pebble, if any, once the handed
 // batch is in; the caller holds wmu. The unflushed tracker learns their
@@ -217,7 +225,7 @@ func (s *Store) drain() error {
 	s.unflushed.add(maps.Keys(b.recs), len(b.recs), b.batch.Len())
 	err := b.batch.Commit(pebble.NoSync)
 	b.batch.Close()
-	b.batch, b.touched, b.events = nil, false, false
+	b.batch, b.inserted, b.events = nil, false, false
 	if err != nil {
 		return s.fail("commit the buffered entries", err)
 	}
@@ -245,7 +253,7 @@ func (s *Store) handOff() error {
 	}
 	b := &s.buf
 	batch, h := b.batch, &handoff{done: make(chan struct{})}
-	b.batch, b.touched, b.events, b.handed = nil, false, false, h
+	b.batch, b.inserted, b.events, b.handed = nil, false, false, h
 	b.rmu.Lock()
 	b.recs, b.handedRecs = b.handedRecs, b.recs // handedRecs is empty once settled
 	b.rmu.Unlock()

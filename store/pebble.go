@@ -531,18 +531,20 @@ func get(r reader, key []byte, fail func(string, error) error) ([]byte, bool, er
 
 // Due returns at most limit records expiring at or before t, in (expiry,
 // key) order. It waits for the handed batch, and drains the buffer if it
-// changes the index that far; otherwise the index in Pebble is right up to
-// t, and only the records may be newer in the buffer. A record kept as
-// due soon (duesoon.go) is taken from memory, any other read. Due holds
-// the buffer's write lock throughout, so no drain or hand-off adds entries
-// to Pebble while it walks.
+// inserts an index entry that far; otherwise Pebble holds every entry up
+// to t, and the buffer can only have removed some (a lease's end moves its
+// record's entry to the TTL): Due skips those, and reads the records,
+// which may be newer in the buffer. A record kept as due soon (duesoon.go)
+// is taken from memory, any other read. Due holds the buffer's write lock
+// throughout, so no drain or hand-off adds entries to Pebble while it
+// walks.
 func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 	s.buf.wmu.Lock()
 	defer s.buf.wmu.Unlock()
 	if err := s.settle(); err != nil {
 		return nil, err
 	}
-	if s.buf.touchesBy(t) {
+	if s.buf.insertsBy(t) {
 		if err := s.drain(); err != nil {
 			return nil, err
 		}
@@ -553,37 +555,50 @@ func (s *Store) Due(t int64, limit int) ([][]byte, error) {
 	var out [][]byte
 	first := true
 	err := s.walkExpiry(low, func(at int64, key []byte) (bool, error) {
+		if at <= t && s.buf.removes(at, key) {
+			return true, nil
+		}
 		if first {
+			// Every entry walked before this one the buffer removes.
 			// Due runs on the committing goroutine, holding wmu: no
-			// commit or drain inserts a key below the first entry while
-			// it walks.
+			// commit or drain inserts a key below it while it walks.
 			s.raiseExpLow(low, expiryKey(at, key))
 			first = false
 		}
 		if at > t || len(out) >= limit {
 			return false, nil
 		}
-		if enc, ok := s.soon.get(key, at); ok {
-			out = append(out, bytes.Clone(enc))
-			return true, nil
-		}
-		enc, pos, ok, err := s.readPlaced(key, &hitLookup)
+		enc, err := s.dueRecord(at, key)
 		if err != nil {
 			return false, err
-		}
-		if !ok {
-			return false, s.fail("read the expiry index", fmt.Errorf("%w: entry for a record that is not stored", ErrCorrupt))
-		}
-		if pos != 0 {
-			if s.duePos == nil {
-				s.duePos = map[string]uint64{}
-			}
-			s.duePos[string(key)] = pos
 		}
 		out = append(out, enc)
 		return true, nil
 	})
 	return out, err
+}
+
+// dueRecord reads the record an index entry (at, key) stands for: kept
+// as due soon, else from the buffer or Pebble, keeping the position read
+// in Pebble for the commit that changes it (duePos).
+func (s *Store) dueRecord(at int64, key []byte) ([]byte, error) {
+	if enc, ok := s.soon.get(key, at); ok {
+		return bytes.Clone(enc), nil
+	}
+	enc, pos, ok, err := s.readPlaced(key, &hitLookup)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, s.fail("read the expiry index", fmt.Errorf("%w: entry for a record that is not stored", ErrCorrupt))
+	}
+	if pos != 0 {
+		if s.duePos == nil {
+			s.duePos = map[string]uint64{}
+		}
+		s.duePos[string(key)] = pos
+	}
+	return enc, nil
 }
 
 // Events returns at most limit events numbered above after, in order.
@@ -922,7 +937,7 @@ func (s *Store) positionOf(key []byte) (uint64, error) {
 func writeRecords(b *pebble.Batch, changes []fsm.RecordChange, at []placement) []byte {
 	var lowest []byte
 	for i, rc := range changes {
-		sameExpiry := rc.HadOld && rc.New != nil && rc.OldExpiresAt == rc.NewExpiresAt
+		sameExpiry := keepsExpiry(rc)
 		if rc.HadOld {
 			b.SingleDelete(valueKey(at[i].old), nil)
 			if !sameExpiry {
@@ -944,6 +959,12 @@ func writeRecords(b *pebble.Batch, changes []fsm.RecordChange, at []placement) [
 		}
 	}
 	return lowest
+}
+
+// keepsExpiry reports whether a change leaves its record's expiry index
+// entry as it is: a record rewritten with the same due time.
+func keepsExpiry(rc fsm.RecordChange) bool {
+	return rc.HadOld && rc.New != nil && rc.OldExpiresAt == rc.NewExpiresAt
 }
 
 // Sync flushes the memtables, making every commit so far durable.
