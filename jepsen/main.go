@@ -38,6 +38,9 @@ type config struct {
 	hotKeys  int
 	opsGen   int64
 	minTTL   time.Duration
+	// checkTimeout is porcupine's budget per key: a key it gives up on
+	// is a warning, not a verdict.
+	checkTimeout time.Duration
 }
 
 func main() {
@@ -68,6 +71,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.hotKeys, "hot-keys", 4, "keys the clients race on at a time")
 	fs.Int64Var(&cfg.opsGen, "ops-per-key-set", 120, "operations before moving to fresh keys")
 	fs.DurationVar(&cfg.minTTL, "min-ttl", 3*time.Second, "shortest TTL a claim asks for (each draws up to 20s more)")
+	fs.DurationVar(&cfg.checkTimeout, "check-timeout", 10*time.Second, "how long the linearizability check may spend on one key before it gives up with a warning (1s-1h)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -131,6 +135,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("-hot-keys and -ops-per-key-set must be positive")
 	case c.minTTL < 2*time.Second || c.minTTL > 24*time.Hour:
 		return fmt.Errorf("-min-ttl must be 2s-24h (the nodes refuse a TTL under 2s), got %s", c.minTTL)
+	case c.checkTimeout < time.Second || c.checkTimeout > time.Hour:
+		return fmt.Errorf("-check-timeout must be 1s-1h, got %s", c.checkTimeout)
 	}
 	_, err := c.chosenFaults(true)
 	return err
@@ -187,6 +193,9 @@ func (c *config) reproduce() string {
 	}
 	if c.expect != "" {
 		s += " -expect " + c.expect
+	}
+	if c.checkTimeout != 10*time.Second {
+		s += " -check-timeout " + c.checkTimeout.String()
 	}
 	return s
 }

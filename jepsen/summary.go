@@ -21,7 +21,8 @@ func verdict(cfg config, dir string, res *runResult, logf func(string, ...any)) 
 		logf("%v", err)
 		return 1
 	}
-	report := checker.Check(events, faultsSeen, checker.Options{VisualizeDir: filepath.Join(dir, "linearizability")})
+	report := checker.Check(events, faultsSeen, checker.Options{VisualizeDir: filepath.Join(dir, "linearizability"),
+		LinearizabilityTimeout: cfg.checkTimeout})
 	var b strings.Builder
 	fmt.Fprintf(&b, "idemnode jepsen run\nreproduce: %s\nresults:   %s\n\n", cfg.reproduce(), dir)
 	fmt.Fprintf(&b, "nodes %d, clients %d, duration %s, elapsed %s\n", cfg.nodes, cfg.clients, cfg.duration, res.elapsed.Round(1e9))
