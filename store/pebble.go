@@ -525,7 +525,9 @@ func get(r reader, key []byte, fail func(string, error) error) ([]byte, bool, er
 		return nil, false, fail("read a record", err)
 	}
 	out := bytes.Clone(v)
-	closer.Close()
+	if err := closer.Close(); err != nil {
+		return nil, false, fail("read a record", err)
+	}
 	return out, true, nil
 }
 
