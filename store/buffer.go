@@ -18,7 +18,9 @@ import (
 // skiplist, a cache miss at each level, which profiles put at 17 µs of a
 // claim over three nodes (docs/PERFORMANCE.md). Lookups read the buffered
 // records from a map; everything else that reads Pebble drains the buffer
-// first, unless what it reads cannot be in it (Due, NextExpiry).
+// first, unless it can tell from the maps what the buffer changes (Due
+// skips the index entries the buffer removes, NextExpiry the entries of
+// every buffered key).
 //
 // A commit that fills the buffer hands the batch to a goroutine (handOff),
 // which commits it while later commits gather in a new batch: sorting 20

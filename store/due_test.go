@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
@@ -14,11 +15,13 @@ import (
 // its TTL) leaves the next Due to skip their old entries in Pebble rather
 // than drain the buffer, a small batch into the memtable's skiplist at
 // every Expire. Due still answers as Pebble would after a drain: it skips
-// the moved and the deleted records, and reads a buffered change that kept
-// its due time. A buffered entry due by Due's time does drain.
+// the moved and the deleted records, reads a buffered change that kept its
+// due time (no record is kept as due soon here), and raises expLow to the
+// first entry it does not skip. A buffered entry due by Due's time does
+// drain.
 func TestLeaseEndsDrainNothing(t *testing.T) {
 	const records = 40
-	s, err := Open("fsm", Options{FS: vfs.NewMem(), MemTableSize: 64 << 20,
+	s, err := Open("fsm", Options{FS: vfs.NewMem(), MemTableSize: 64 << 20, dueSoonSize: -1,
 		Fatal: func(err error) { t.Errorf("fatal: %v", err) }})
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +58,9 @@ func TestLeaseEndsDrainNothing(t *testing.T) {
 	}
 	if s.buf.batch == nil {
 		t.Fatal("Due drained a buffer that inserts no index entry due by its time")
+	}
+	if low, want := s.expLowNow(), expiryKey(10, key(2)); !bytes.Equal(low, want) {
+		t.Fatalf("expLow after Due = %q, want the first entry not skipped, %q", low, want)
 	}
 
 	commitRecords(t, s, records+2, fsm.RecordChange{Key: key(2), HadOld: true, OldExpiresAt: 10, New: []byte("extended"), NewExpiresAt: 15})

@@ -99,7 +99,8 @@ type Store struct {
 	// commits in the write buffer and in its handed batch: expLow must not
 	// rise past them, since Pebble's index may not show them yet.
 	bufferedLow, handedLow []byte
-	// expLow is at or below every expiry key stored: Due and NextExpiry
+	// expLow is at or below every live expiry key (stored in Pebble and
+	// not removed by the write buffer, or inserted by it): Due and NextExpiry
 	// start there, past the delete markers earlier Expires left, which
 	// Pebble would otherwise step over one by one until compaction drops
 	// them (a queue's classic cost in an LSM). Completions leave such
@@ -787,8 +788,9 @@ func (s *Store) walkExpiry(low []byte, fn func(at int64, key []byte) (bool, erro
 }
 
 // raiseExpLow moves expLow from low up to first (the first entry at or
-// after low). The caller is the committing goroutine, so no commit ran
-// between its read of expLow and now.
+// after low that Due does not skip as removed by the buffer), no higher
+// than the lowest entry the buffer inserts. The caller is the committing
+// goroutine, so no commit ran between its read of expLow and now.
 func (s *Store) raiseExpLow(low, first []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
