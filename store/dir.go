@@ -46,8 +46,8 @@ func Open(root string, o Options) (*Store, error) {
 		cache.Unref()
 		return nil, err
 	}
-	if version == formatRecordsByKey {
-		if name, db, err = migrate(o, root, name, db, cache, brk); err != nil {
+	if version != FormatVersion {
+		if name, db, err = migrate(o, root, name, db, version, cache, brk); err != nil {
 			cache.Unref()
 			return nil, err
 		}

@@ -19,23 +19,33 @@ import (
 // to four times its size in compactions (docs/PERFORMANCE.md). Positions
 // are this store's own: replicas and a rebuilt store number alike only by
 // chance, and nothing outside the store sees them.
+//
+// The records sort last (format 3: the expiry index moved below them from
+// 'x'), so a table of new positions lies above every key the store holds,
+// in no table's bounds: the write buffer's hand-off ingests its records
+// straight into the bottom level, where no compaction rewrites them
+// (buffer.go). Under 'x', some table of every level spanned the records'
+// end and the index's start, and an ingest landed above it.
 const (
+	prefixExpiry = 'd' // 'd' + expires_at (big-endian, sign flipped) + key → empty: the records due, in due order
 	prefixEvent  = 'e' // 'e' + seq (big-endian) → encoded fsm.Event
 	prefixFormat = 'f' // the store's format version
 	prefixMeta   = 'm' // fsm.Meta of the last commit
 	prefixLast   = 'p' // the last position given (8 bytes, big-endian)
 	prefixRecord = 'r' // 'r' + key → the record's position (8 bytes, big-endian)
 	prefixUsage  = 'u' // 'u' + tenant → uvarint keys, uvarint bytes
-	prefixValue  = 'v' // 'v' + position (big-endian) → encoded record
-	prefixExpiry = 'x' // 'x' + expires_at (big-endian, sign flipped) + key → empty
+	prefixValue  = 'v' // 'v' + position (big-endian) → encoded record; the last prefix
+
+	prefixExpiryBefore3 = 'x' // the expiry index in formats 1 and 2
 )
 
 // FormatVersion is the version of the on-disk layout this release writes;
-// a store of formatRecordsByKey is migrated at open (migrate.go), any
-// other refused.
+// a store of formatRecordsByKey or formatExpiryLast is migrated at open
+// (migrate.go), any other refused.
 const (
-	FormatVersion      = 2
-	formatRecordsByKey = 1
+	FormatVersion      = 3
+	formatRecordsByKey = 1 // records under their keys, the expiry index under 'x'
+	formatExpiryLast   = 2 // records at positions, the expiry index under 'x'
 )
 
 var (

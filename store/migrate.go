@@ -7,23 +7,25 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// migrate rewrites old, a store of formatRecordsByKey in the dir name,
-// into the next dir in this release's format and makes that one current.
-// It closes old and returns the new dir's name and database. It copies
-// keys, not records: each record under its key becomes the key's position
-// and the record at that position, numbered in key order; everything else
-// is kept as it is (the expiry index, the feed, the usage, the metadata).
-// The tables are written sorted and ingested, as a restore's are (one pass
-// over the store, and as much disk again until the old dir is removed). A
-// crash before CURRENT names the new dir leaves the old store current, and
-// the next Open removes the new dir and migrates again.
-func migrate(o Options, root, name string, old *pebble.DB, cache *pebble.Cache, brk *breaker) (string, *pebble.DB, error) {
+// migrate rewrites old, a store of an earlier format (version) in the
+// dir name, into the next dir in this release's format and makes that one
+// current. It closes old and returns the new dir's name and database. It
+// copies keys, not records: in format 1 each record under its key becomes
+// the key's position and the record at that position, numbered in key
+// order; in both, the expiry index moves from 'x' to its place below the
+// records (keys.go); everything else is kept as it is (the records at
+// their positions, the feed, the usage, the metadata). The tables are
+// written sorted and ingested, as a restore's are (one pass over the
+// store, and as much disk again until the old dir is removed). A crash
+// before CURRENT names the new dir leaves the old store current, and the
+// next Open removes the new dir and migrates again.
+func migrate(o Options, root, name string, old *pebble.DB, version uint64, cache *pebble.Cache, brk *breaker) (string, *pebble.DB, error) {
 	next := nextName(name)
 	dir := o.FS.PathJoin(root, next)
 	fail := func(err error) (string, *pebble.DB, error) {
 		old.Close()
 		o.FS.RemoveAll(dir)
-		return "", nil, fmt.Errorf("migrate the store from format %d to %d: %w", formatRecordsByKey, FormatVersion, err)
+		return "", nil, fmt.Errorf("migrate the store from format %d to %d: %w", version, FormatVersion, err)
 	}
 	if err := o.FS.RemoveAll(dir); err != nil {
 		return fail(err)
@@ -34,7 +36,7 @@ func migrate(o Options, root, name string, old *pebble.DB, cache *pebble.Cache, 
 		return fail(err)
 	}
 	files := tableFiles{fs: o.FS, root: root, name: next, db: db, po: po}
-	last, err := copyPlaced(old, &files)
+	last, err := copyPlaced(old, version, &files)
 	if err == nil {
 		err = db.Set(positionKey, encodePosition(last), pebble.NoSync)
 	}
@@ -55,7 +57,7 @@ func migrate(o Options, root, name string, old *pebble.DB, cache *pebble.Cache, 
 		case rerr != nil:
 			db.Close()
 			old.Close()
-			return "", nil, fmt.Errorf("migrate the store from format %d to %d: %w", formatRecordsByKey, FormatVersion, errors.Join(err, rerr))
+			return "", nil, fmt.Errorf("migrate the store from format %d to %d: %w", version, FormatVersion, errors.Join(err, rerr))
 		case cur != next:
 			db.Close()
 			return fail(err)
@@ -68,45 +70,50 @@ func migrate(o Options, root, name string, old *pebble.DB, cache *pebble.Cache, 
 	return next, db, nil
 }
 
-// copyPlaced writes old's keys into files as this release lays them out
-// and ingests them; it returns the last position given. The three runs
-// hold disjoint, ascending ranges: the keys below the records' positions
-// (feed, metadata, record keys, usage), the records, the expiry index.
-func copyPlaced(old *pebble.DB, files *tableFiles) (uint64, error) {
+// copyPlaced writes old's keys, of format version, into files as this
+// release lays them out and ingests them; it returns the last position
+// given. The three runs hold disjoint, ascending ranges: the expiry index,
+// the keys below the records' positions (feed, metadata, record keys,
+// usage), the records.
+func copyPlaced(old *pebble.DB, version uint64, files *tableFiles) (uint64, error) {
 	it, err := old.NewIter(nil)
 	if err != nil {
 		return 0, err
 	}
-	var low, records, high tableRun
+	var expiry, low, records tableRun
 	var last uint64
 	for it.First(); it.Valid() && err == nil; it.Next() {
 		k, v := it.Key(), it.Value()
-		switch k[0] {
-		case prefixFormat: // the new store has its own
-		case prefixRecord:
+		switch {
+		case k[0] == prefixFormat: // the new store has its own
+		case k[0] == prefixRecord && version == formatRecordsByKey:
 			last++
 			err = files.set(&low, k, encodePosition(last))
 			if err == nil {
 				err = files.set(&records, valueKey(last), v)
 			}
-		case prefixEvent, prefixMeta, prefixUsage:
+		case k[0] == prefixLast && version == formatExpiryLast:
+			last, err = decodePosition(v) // written once the tables are in
+		case k[0] == prefixValue && version == formatExpiryLast:
+			err = files.set(&records, k, v)
+		case k[0] == prefixRecord, k[0] == prefixEvent, k[0] == prefixMeta, k[0] == prefixUsage:
 			err = files.set(&low, k, v)
-		case prefixExpiry:
-			err = files.set(&high, k, v)
+		case k[0] == prefixExpiryBefore3:
+			err = files.set(&expiry, append([]byte{prefixExpiry}, k[1:]...), v)
 		default:
-			err = fmt.Errorf("%w: a key %q of no kind this format has", ErrCorrupt, k)
+			err = fmt.Errorf("%w: a key %q of no kind format %d has", ErrCorrupt, k, version)
 		}
 	}
 	if cerr := it.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = files.ingest(&low, &records, &high)
+		err = files.ingest(&expiry, &low, &records)
 	}
 	if err != nil {
+		expiry.close()
 		low.close()
 		records.close()
-		high.close()
 		return 0, err
 	}
 	return last, nil

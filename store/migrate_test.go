@@ -14,13 +14,19 @@ import (
 	"github.com/idemnode/idemnode/fsm"
 )
 
-// TestMigrateRecordsByKey opens a store in the layout of format 1 (each
-// record under its key), as the release before wrote it, beside what a
-// migration cut short left: Open rewrites it into this release's layout in
-// a new dir, and every record, event, usage
-// and the metadata read back the same, in the same snapshot stream; the
-// migrated store takes new commits, and reopening it migrates nothing.
-func TestMigrateRecordsByKey(t *testing.T) {
+// TestMigrateEarlierFormats opens a store in the layout of format 1 (each
+// record under its key) and of format 2 (the expiry index above the
+// records), as earlier releases wrote them, beside what a migration cut
+// short left: Open rewrites it into this release's layout in a new dir,
+// and every record, event, usage and the metadata read back the same, in
+// the same snapshot stream; the migrated store takes new commits, and
+// reopening it migrates nothing.
+func TestMigrateEarlierFormats(t *testing.T) {
+	t.Run("format 1", func(t *testing.T) { testMigrate(t, toRecordsByKey) })
+	t.Run("format 2", func(t *testing.T) { testMigrate(t, toExpiryLast) })
+}
+
+func testMigrate(t *testing.T, toEarlierFormat func(*testing.T, vfs.FS) string) {
 	fs := vfs.NewMem()
 	n := openNode(t, fs)
 	for i := range 60 {
@@ -39,7 +45,7 @@ func TestMigrateRecordsByKey(t *testing.T) {
 	mustNot(n.m.Sync())
 	mustNot(n.m.Close())
 
-	old := toRecordsByKey(t, fs)
+	old := toEarlierFormat(t, fs)
 	// A migration cut short by a crash left its dir and a table to ingest
 	// behind: the next Open removes both and migrates again.
 	next := nextName(old)
@@ -53,13 +59,13 @@ func TestMigrateRecordsByKey(t *testing.T) {
 	}
 	s, err := Open("fsm", Options{FS: fs})
 	if err != nil {
-		t.Fatalf("open a store of format 1: %v", err)
+		t.Fatalf("open a store of an earlier format: %v", err)
 	}
 	if s.name == old {
 		t.Fatalf("the store was not migrated into a new dir (%s)", s.name)
 	}
 	if _, err := fs.Stat(fs.PathJoin("fsm", old)); err == nil {
-		t.Fatalf("the store of format 1 is still there (%s)", old)
+		t.Fatalf("the store of the earlier format is still there (%s)", old)
 	}
 	if _, err := fs.Stat(fs.PathJoin("fsm", ingestPrefix+next+"-000001.sst")); err == nil {
 		t.Fatal("the cut-short migration's table is still there")
@@ -98,12 +104,37 @@ func recordOf(t *testing.T, m *fsm.Machine, k fsm.RecordKey) *fsm.Record {
 	return r
 }
 
+// toExpiryLast rewrites the current store in fs in place into the layout
+// of format 2, and returns its dir's name: the expiry index under 'x',
+// format 2.
+func toExpiryLast(t *testing.T, fs vfs.FS) string {
+	return editCurrentDB(fs, func(db *pebble.DB) {
+		b := db.NewBatch()
+		moveExpiryToX(db, b)
+		b.Set(formatKey, binary.AppendUvarint(nil, formatExpiryLast), nil)
+		mustNot(b.Commit(pebble.NoSync))
+	})
+}
+
+// moveExpiryToX adds to b the moves of db's expiry index entries to 'x',
+// where formats 1 and 2 keep them.
+func moveExpiryToX(db *pebble.DB, b *pebble.Batch) {
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixExpiry}, UpperBound: prefixEnd(prefixExpiry)})
+	mustNot(err)
+	for it.First(); it.Valid(); it.Next() {
+		b.Set(append([]byte{prefixExpiryBefore3}, it.Key()[1:]...), it.Value(), nil)
+	}
+	mustNot(it.Close())
+	b.DeleteRange([]byte{prefixExpiry}, prefixEnd(prefixExpiry), nil)
+}
+
 // toRecordsByKey rewrites the current store in fs in place into the
 // layout of format 1, and returns its dir's name: each record under its
-// key, no positions, format 1.
+// key, no positions, the expiry index under 'x', format 1.
 func toRecordsByKey(t *testing.T, fs vfs.FS) string {
 	return editCurrentDB(fs, func(db *pebble.DB) {
 		b := db.NewBatch()
+		moveExpiryToX(db, b)
 		it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixRecord}, UpperBound: prefixEnd(prefixRecord)})
 		mustNot(err)
 		for it.First(); it.Valid(); it.Next() {

@@ -243,7 +243,7 @@ func (o Options) pebbleOptions(cache *pebble.Cache, brk *breaker) *pebble.Option
 }
 
 // openDB opens (creating when absent) the Pebble database in dir and
-// returns its format: this release's, or formatRecordsByKey, which Open
+// returns its format: this release's, or an older one, which Open
 // migrates.
 func openDB(dir string, o Options, cache *pebble.Cache, brk *breaker) (*pebble.DB, uint64, error) {
 	db, err := pebble.Open(dir, o.pebbleOptions(cache, brk))
@@ -251,8 +251,8 @@ func openDB(dir string, o Options, cache *pebble.Cache, brk *breaker) (*pebble.D
 		return nil, 0, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	version, err := checkFormat(db)
-	if err == nil && version != FormatVersion && version != formatRecordsByKey {
-		err = fmt.Errorf("%w: format version %d, this release reads %d and %d", ErrCorrupt, version, formatRecordsByKey, FormatVersion)
+	if err == nil && version != FormatVersion && version != formatRecordsByKey && version != formatExpiryLast {
+		err = fmt.Errorf("%w: format version %d, this release reads %d to %d", ErrCorrupt, version, formatRecordsByKey, FormatVersion)
 	}
 	if err != nil {
 		db.Close()

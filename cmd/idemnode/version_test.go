@@ -28,7 +28,7 @@ func TestVersion(t *testing.T) {
 	}
 	for _, line := range []string{"idemnode dev\n", "commit: ", "go: " + runtime.Version() + " ",
 		"format log_command: writes v2, reads v1-v2\n", "format snapshot_stream: writes v4, reads v1-v4\n",
-		"format store: writes v2, reads v1-v2\n", "format digest: writes v2, reads v1-v2\n"} {
+		"format store: writes v3, reads v1-v3\n", "format digest: writes v2, reads v1-v2\n"} {
 		if !strings.Contains(text, line) {
 			t.Errorf("version prints\n%s\nwithout %q", text, line)
 		}
