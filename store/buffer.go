@@ -41,6 +41,9 @@ type buffer struct {
 	// flight).
 	wmu   sync.Mutex
 	batch *pebble.Batch // nil when empty
+	// vals holds the records the batch's commits write at new positions,
+	// ingested apart at a hand-off (values.go).
+	vals freshValues
 	// handed is the batch being committed in the background, nil when none.
 	handed *handoff
 	// insertedFrom is the earliest due time of the expiry index entries the
@@ -128,7 +131,7 @@ func (b *buffer) append(db *pebble.DB, c *fsm.Changes, at []placement, lastPos u
 		// every later batch, its own small ones included.
 		b.batch = db.NewBatchWithSize(batchBytesFor(limit))
 	}
-	lowest := writeRecords(b.batch, c.Records, at)
+	lowest := writeRecords(b.batch, &b.vals, c.Records, at)
 	for _, u := range c.Usage {
 		if u.Usage == (fsm.Usage{}) {
 			b.batch.Delete(usageKey(u.Tenant), nil)
@@ -199,7 +202,7 @@ func (b *buffer) insert(at int64) {
 }
 
 // full reports whether a commit should drain the buffer.
-func (b *buffer) full(limit int) bool { return b.batch != nil && b.batch.Len() >= limit }
+func (b *buffer) full(limit int) bool { return b.batch != nil && b.batch.Len()+b.vals.bytes >= limit }
 
 // insertsBy reports whether the batch sets an expiry index entry due at or
 // before t.
@@ -224,10 +227,11 @@ func (s *Store) drain() error {
 		return err
 	}
 	b := &s.buf
+	b.vals.writeTo(b.batch)
 	s.unflushed.add(maps.Keys(b.recs), len(b.recs), b.batch.Len())
 	err := b.batch.Commit(pebble.NoSync)
 	b.batch.Close()
-	b.batch, b.inserted, b.events = nil, false, false
+	b.batch, b.vals, b.inserted, b.events = nil, freshValues{}, false, false
 	if err != nil {
 		return s.fail("commit the buffered entries", err)
 	}
@@ -254,8 +258,8 @@ func (s *Store) handOff() error {
 		return s.drain()
 	}
 	b := &s.buf
-	batch, h := b.batch, &handoff{done: make(chan struct{})}
-	b.batch, b.inserted, b.events, b.handed = nil, false, false, h
+	batch, vals, h := b.batch, b.vals, &handoff{done: make(chan struct{})}
+	b.batch, b.vals, b.inserted, b.events, b.handed = nil, freshValues{}, false, false, h
 	b.rmu.Lock()
 	b.recs, b.handedRecs = b.handedRecs, b.recs // handedRecs is empty once settled
 	b.rmu.Unlock()
@@ -263,18 +267,18 @@ func (s *Store) handOff() error {
 	low := s.bufferedLow
 	s.handedLow, s.bufferedLow = low, nil
 	s.mu.Unlock()
-	go s.commitHanded(batch, h)
+	go s.commitHanded(batch, &vals, h)
 	return nil
 }
 
-// commitHanded commits the handed batch, then drops its records from
-// handedRecs. The unflushed tracker learns their keys first, here rather
-// than on the apply path: until the commit, lookups find the records in
-// handedRecs, and no flush starts while a batch is handed (Commit), so
-// the keys join the generation the batch is written in. It releases its
-// reference before it says it is done, so a Close that settles closes
-// the database.
-func (s *Store) commitHanded(batch *pebble.Batch, h *handoff) {
+// commitHanded ingests the handed records, commits the handed batch,
+// then drops its records from handedRecs. The unflushed tracker learns
+// their keys first, here rather than on the apply path: until the commit,
+// lookups find the records in handedRecs, and no flush starts while a
+// batch is handed (Commit), so the keys join the generation the batch is
+// written in. It releases its reference before it says it is done, so a
+// Close that settles closes the database.
+func (s *Store) commitHanded(batch *pebble.Batch, vals *freshValues, h *handoff) {
 	defer close(h.done)
 	defer s.release()
 	// Nothing writes handedRecs, the field or the map, until h.done is
@@ -282,6 +286,11 @@ func (s *Store) commitHanded(batch *pebble.Batch, h *handoff) {
 	// lock.
 	recs := s.buf.handedRecs
 	s.unflushed.add(maps.Keys(recs), len(recs), batch.Len())
+	if err := s.ingestValues(vals); err != nil {
+		batch.Close()
+		h.err = s.fail("commit the buffered records", err)
+		return
+	}
 	if s.opts.beforeHandedCommit != nil {
 		s.opts.beforeHandedCommit()
 	}

@@ -1,6 +1,9 @@
 package store
 
 import (
+	"bytes"
+	"context"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"sync"
@@ -59,27 +62,87 @@ func TestLookupsBesideCommitsThatMoveTheRecord(t *testing.T) {
 	wg.Wait()
 }
 
-// TestRecordAboveTheLastPositionIsRefused: a record stored past the last
-// position the store gave would be overwritten by a later commit, its
-// single delete then meeting two sets: the store is refused at open.
-func TestRecordAboveTheLastPositionIsRefused(t *testing.T) {
-	fs := vfs.NewMem()
-	s, err := Open("fsm", Options{FS: fs})
+// TestCrashBetweenIngestAndBatchLeavesNoRecordBehind: a hand-off ingests
+// its records (durable at once) before it commits the batch whose keys
+// refer to them (durable at the next flush). A crash between the two
+// leaves records above the last position the store holds: Open removes
+// them and never gives their positions again, so no later set lands on
+// one (a single delete over two sets would bring a record back), and the
+// store holds exactly the commits before the crash's durable point.
+func TestCrashBetweenIngestAndBatchLeavesNoRecordBehind(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	var crashed *vfs.MemFS
+	s, err := Open("fsm", Options{FS: fs, drainEvery: 4 << 10, KeyFilterSize: -1,
+		beforeHandedCommit: func() {
+			if crashed == nil {
+				crashed = fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	commitRecords(t, s, 1, fsm.RecordChange{Key: []byte("k"), New: []byte("r"), NewExpiresAt: 1})
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%03d", i) }
+	commitRecords(t, s, 1, fsm.RecordChange{Key: key(0), New: []byte("synced"), NewExpiresAt: 1})
 	mustNot(s.Sync())
+	for i := 1; crashed == nil; i++ {
+		commitRecords(t, s, uint64(i+1), fsm.RecordChange{Key: key(i), New: bytes.Repeat([]byte("r"), 300), NewExpiresAt: 1})
+	}
 	mustNot(s.Close())
 
-	editCurrentDB(fs, func(db *pebble.DB) { mustNot(db.Set(valueKey(2), []byte("stray"), pebble.NoSync)) })
-
-	if s, err := Open("fsm", Options{FS: fs}); err == nil || !strings.Contains(err.Error(), "past the last one given") {
-		if s != nil {
-			s.Close()
-		}
-		t.Fatalf("open a store with a record past its last position: %v", err)
+	var last, top uint64
+	editCurrentDB(crashed, func(db *pebble.DB) { last, top = positionsOf(t, db) })
+	if top <= last {
+		t.Fatalf("the crash left no record past the last position (%d, top %d): the test tests nothing", last, top)
 	}
+	s, err = Open("fsm", Options{FS: crashed})
+	if err != nil {
+		t.Fatalf("open the store a crash left between an ingest and its batch: %v", err)
+	}
+	if s.meta.Applied != 1 || s.lastPos != top {
+		t.Fatalf("reopened at index %d with last position %d, want 1 and %d", s.meta.Applied, s.lastPos, top)
+	}
+	if enc, found, err := s.Get(key(0)); err != nil || !found || string(enc) != "synced" {
+		t.Fatalf("the synced record: %q %v %v", enc, found, err)
+	}
+	commitRecords(t, s, 2, fsm.RecordChange{Key: key(0), HadOld: true, OldExpiresAt: 1, New: []byte("after"), NewExpiresAt: 1},
+		fsm.RecordChange{Key: key(1), New: []byte("new"), NewExpiresAt: 1})
+	mustNot(s.Sync())
+	mustNot(s.Close())
+	editCurrentDB(crashed, func(db *pebble.DB) {
+		if last, top := positionsOf(t, db); last != top || countValues(t, db) != 2 {
+			t.Fatalf("after the reopen: last position %d, top %d, %d records; want the two committed, nothing past the last",
+				last, top, countValues(t, db))
+		}
+	})
+}
+
+// positionsOf returns the last position db's store gave and the highest
+// position a record is stored at.
+func positionsOf(t *testing.T, db *pebble.DB) (last, top uint64) {
+	t.Helper()
+	v, closer, err := db.Get(positionKey)
+	mustNot(err)
+	last = binary.BigEndian.Uint64(v)
+	closer.Close()
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixValue}, UpperBound: prefixEnd(prefixValue)})
+	mustNot(err)
+	if it.Last() {
+		top = binary.BigEndian.Uint64(it.Key()[1:])
+	}
+	mustNot(it.Close())
+	return last, top
+}
+
+func countValues(t *testing.T, db *pebble.DB) int {
+	t.Helper()
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixValue}, UpperBound: prefixEnd(prefixValue)})
+	mustNot(err)
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		n++
+	}
+	mustNot(it.Close())
+	return n
 }
 
 // TestExpireCommitReusesDuesPositions: the commit that expires what Due
@@ -111,6 +174,42 @@ func TestExpireCommitReusesDuesPositions(t *testing.T) {
 	for _, rc := range expire[:3] {
 		if _, ok, err := s.Get(rc.Key); ok || err != nil {
 			t.Fatalf("Get(%s) after its expiry: %v %v", rc.Key, ok, err)
+		}
+	}
+}
+
+// TestHandOffIngestsRecordsIntoTheBottomLevel: a hand-off's records go
+// into the bottom level at once, even when a table there holds every other
+// kind of key: the records sort last (keys.go), so new positions lie past
+// that table's bounds. With the expiry index after them, the table spans
+// them and the ingest lands above it, to be rewritten by compactions.
+func TestHandOffIngestsRecordsIntoTheBottomLevel(t *testing.T) {
+	s, err := Open("fsm", Options{FS: vfs.NewMem(), drainEvery: 16 << 10, KeyFilterSize: -1,
+		Fatal: func(err error) { t.Errorf("fatal: %v", err) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	body := bytes.Repeat([]byte("r"), 500)
+	commit := func(from, to int) {
+		for i := from; i < to; i++ {
+			commitRecords(t, s, uint64(i+1), fsm.RecordChange{Key: fmt.Appendf(nil, "k%04d", i), New: body, NewExpiresAt: int64(i)})
+		}
+	}
+	commit(0, 10)
+	mustNot(s.Sync())
+	mustNot(s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true))
+	bottom := len(s.db.Metrics().Levels) - 1
+	before := s.db.Metrics().Levels[bottom].TablesIngested
+	commit(10, 100) // past drainEvery: a hand-off
+	mustNot(s.Sync())
+	m := s.db.Metrics()
+	if m.Levels[bottom].TablesIngested == before {
+		t.Fatalf("no table ingested into the bottom level; the levels:\n%s", m)
+	}
+	for level := range bottom {
+		if m.Levels[level].TablesIngested != 0 {
+			t.Fatalf("a hand-off's table went into level %d, not the bottom:\n%s", level, m)
 		}
 	}
 }
