@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -71,11 +72,11 @@ func TestLookupsBesideCommitsThatMoveTheRecord(t *testing.T) {
 // store holds exactly the commits before the crash's durable point.
 func TestCrashBetweenIngestAndBatchLeavesNoRecordBehind(t *testing.T) {
 	fs := vfs.NewCrashableMem()
-	var crashed *vfs.MemFS
+	var clone atomic.Pointer[vfs.MemFS] // set on the hand-off's goroutine
 	s, err := Open("fsm", Options{FS: fs, drainEvery: 4 << 10, KeyFilterSize: -1,
 		beforeHandedCommit: func() {
-			if crashed == nil {
-				crashed = fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+			if clone.Load() == nil {
+				clone.Store(fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}))
 			}
 		}})
 	if err != nil {
@@ -84,10 +85,11 @@ func TestCrashBetweenIngestAndBatchLeavesNoRecordBehind(t *testing.T) {
 	key := func(i int) []byte { return fmt.Appendf(nil, "k%03d", i) }
 	commitRecords(t, s, 1, fsm.RecordChange{Key: key(0), New: []byte("synced"), NewExpiresAt: 1})
 	mustNot(s.Sync())
-	for i := 1; crashed == nil; i++ {
+	for i := 1; clone.Load() == nil; i++ {
 		commitRecords(t, s, uint64(i+1), fsm.RecordChange{Key: key(i), New: bytes.Repeat([]byte("r"), 300), NewExpiresAt: 1})
 	}
 	mustNot(s.Close())
+	crashed := clone.Load()
 
 	var last, top uint64
 	editCurrentDB(crashed, func(db *pebble.DB) { last, top = positionsOf(t, db) })
