@@ -363,7 +363,14 @@ func (s *Store) loadLastPosition() error {
 		return fmt.Errorf("read the last record's position: %w", err)
 	}
 	if top > s.lastPos {
-		if err := s.db.DeleteRange(valueKey(s.lastPos+1), valueKey(top+1), pebble.NoSync); err != nil {
+		// One batch: a flush that holds the range delete holds the new
+		// last position too, so no later open gives those positions.
+		b := s.db.NewBatch()
+		b.DeleteRange(valueKey(s.lastPos+1), valueKey(top+1), nil)
+		b.Set(positionKey, encodePosition(top), nil)
+		err := b.Commit(pebble.NoSync)
+		b.Close()
+		if err != nil {
 			return fmt.Errorf("remove the records past the last position: %w", err)
 		}
 		s.lastPos = top

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -20,31 +21,29 @@ import (
 // batch, for a reader that needs Pebble to hold every commit) writes the
 // values into its batch instead, as before.
 type freshValues struct {
-	first uint64   // the position of encs[0]
-	encs  [][]byte // the records, nil where cancelled
+	pos   []uint64 // ascending: positions only grow
+	encs  [][]byte // the records at pos, nil where cancelled
 	bytes int      // what the live ones add to a batch, about
 }
 
 // valueOverhead is about what a value's key and the batch's framing add.
 const valueOverhead = 12
 
-// add records enc at pos, the position after the last one added.
+// add records enc at pos, above every position added before.
 func (v *freshValues) add(pos uint64, enc []byte) {
-	if len(v.encs) == 0 {
-		v.first = pos
-	}
+	v.pos = append(v.pos, pos)
 	v.encs = append(v.encs, enc)
 	v.bytes += len(enc) + valueOverhead
 }
 
-// cancel drops the record at pos if this buffer gave pos, and reports
+// cancel drops the record at pos if this buffer wrote it, and reports
 // whether it did: a record the buffer did not write is in Pebble (or in
 // a handed batch), and the caller single-deletes it there.
 func (v *freshValues) cancel(pos uint64) bool {
-	if len(v.encs) == 0 || pos < v.first || pos-v.first >= uint64(len(v.encs)) {
+	i, found := slices.BinarySearch(v.pos, pos)
+	if !found {
 		return false
 	}
-	i := pos - v.first
 	if v.encs[i] != nil {
 		v.bytes -= len(v.encs[i]) + valueOverhead
 		v.encs[i] = nil
@@ -56,7 +55,7 @@ func (v *freshValues) cancel(pos uint64) bool {
 func (v *freshValues) writeTo(b *pebble.Batch) {
 	for i, enc := range v.encs {
 		if enc != nil {
-			b.Set(valueKey(v.first+uint64(i)), enc, nil)
+			b.Set(valueKey(v.pos[i]), enc, nil)
 		}
 	}
 }
@@ -73,7 +72,7 @@ func (s *Store) ingestValues(v *freshValues) error {
 		if enc == nil {
 			continue
 		}
-		if err := files.set(&run, valueKey(v.first+uint64(i)), enc); err != nil {
+		if err := files.set(&run, valueKey(v.pos[i]), enc); err != nil {
 			run.close()
 			files.remove()
 			return err
