@@ -14,14 +14,25 @@ import (
 // save current term: database not open", seen in CI). Closing the gate waits
 // for the heartbeats in flight and drops later ones unanswered; the caller
 // gets its answer from the transport's own shutdown.
+//
+// Every other RPC reaches raft through the gate's own consumer channel,
+// where an AppendEntries has its commit index bounded first (commitclamp.go).
 type gatedTransport struct {
 	*raft.NetworkTransport
 	mu     sync.RWMutex
 	closed bool
+
+	// rpcs is the channel raft consumes; forward fills it from the
+	// network transport's until stop is closed (Close).
+	rpcs     chan raft.RPC
+	stop     chan struct{}
+	stopOnce sync.Once
 }
 
 func newGatedTransport(t *raft.NetworkTransport) *gatedTransport {
-	return &gatedTransport{NetworkTransport: t}
+	g := &gatedTransport{NetworkTransport: t, rpcs: make(chan raft.RPC), stop: make(chan struct{})}
+	go g.forward()
+	return g
 }
 
 // SetHeartbeatHandler installs fn behind the gate.

@@ -1,0 +1,66 @@
+package cluster
+
+import "github.com/hashicorp/raft"
+
+// A follower must not commit an entry the leader has not shown it holds.
+//
+// hashicorp/raft (v1.7.3) sets a follower's commit index to
+// min(LeaderCommitIndex, the follower's last log index) after any accepted
+// AppendEntries. The Raft paper bounds it by the index of the last entry of
+// that request (Figure 2, AppendEntries rule 5), because only entries up to
+// there were checked against the leader's log. The difference matters to a
+// follower whose log runs past that point with entries no leader committed:
+// a deposed leader's own appends, kept in its log after a kill, a pause or a
+// partition. An AppendEntries that matches the log up to its prevLogEntry and
+// carries no entries past it (raft builds one when it read its last index
+// before appending the new term's first entry, and read its commit index
+// after that entry committed elsewhere) then makes the follower commit and
+// apply the stale entries; the next AppendEntries truncates them from the
+// log, but the state machine has applied them, and the replicas differ for
+// good. The jepsen CI profile caught it once (digest-mismatch and
+// feed-divergence on one node, docs/RELIABILITY.md); copycat#265 and
+// scylladb#9965 describe the same hole in other implementations.
+//
+// The gate bounds LeaderCommitIndex by prevLogEntry plus the request's entries
+// before raft reads it: the paper's rule. A commit index the leader could not
+// send this way reaches the follower with the next AppendEntries, at most
+// CommitTimeout later. Heartbeats carry no commit index and stay on the fast
+// path.
+func boundLeaderCommit(rpc raft.RPC) {
+	req, ok := rpc.Command.(*raft.AppendEntriesRequest)
+	if !ok {
+		return
+	}
+	checked := req.PrevLogEntry
+	if n := len(req.Entries); n > 0 {
+		checked = req.Entries[n-1].Index
+	}
+	req.LeaderCommitIndex = min(req.LeaderCommitIndex, checked)
+}
+
+// Consumer returns the RPCs for raft, each AppendEntries bounded.
+func (t *gatedTransport) Consumer() <-chan raft.RPC { return t.rpcs }
+
+// forward hands raft the network transport's RPCs until Close.
+func (t *gatedTransport) forward() {
+	in := t.NetworkTransport.Consumer()
+	for {
+		select {
+		case rpc := <-in:
+			boundLeaderCommit(rpc)
+			select {
+			case t.rpcs <- rpc:
+			case <-t.stop:
+				return
+			}
+		case <-t.stop:
+			return
+		}
+	}
+}
+
+// Close stops the forwarding and closes the network transport.
+func (t *gatedTransport) Close() error {
+	t.stopOnce.Do(func() { close(t.stop) })
+	return t.NetworkTransport.Close()
+}
