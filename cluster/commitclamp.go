@@ -1,6 +1,10 @@
 package cluster
 
-import "github.com/hashicorp/raft"
+import (
+	"log/slog"
+
+	"github.com/hashicorp/raft"
+)
 
 // A follower must not commit an entry the leader has not shown it holds.
 //
@@ -26,16 +30,46 @@ import "github.com/hashicorp/raft"
 // send this way reaches the follower with the next AppendEntries, at most
 // CommitTimeout later. Heartbeats carry no commit index and stay on the fast
 // path.
-func boundLeaderCommit(rpc raft.RPC) {
+//
+// It returns the request it bounded, if it lowered its commit index.
+func boundLeaderCommit(rpc raft.RPC) (bounded *raft.AppendEntriesRequest, sent uint64) {
 	req, ok := rpc.Command.(*raft.AppendEntriesRequest)
 	if !ok {
-		return
+		return nil, 0
 	}
 	checked := req.PrevLogEntry
 	if n := len(req.Entries); n > 0 {
 		checked = req.Entries[n-1].Index
 	}
-	req.LeaderCommitIndex = min(req.LeaderCommitIndex, checked)
+	if req.LeaderCommitIndex <= checked {
+		return nil, 0
+	}
+	sent = req.LeaderCommitIndex
+	req.LeaderCommitIndex = checked
+	return req, sent
+}
+
+// watchLog makes the gate warn when it bounds a commit index below entries
+// the follower's log holds: the case raft alone would have applied
+// unchecked. Call it before raft starts.
+func (t *gatedTransport) watchLog(logs raft.LogStore, log *slog.Logger) { t.logs, t.log = logs, log }
+
+// warnUnshown logs a bounded request whose commit index reached past its
+// entries into entries of the follower's log: the follower's entry after
+// the request's, with its term, says whether they were a deposed leader's
+// (an older term than the request's) or the leader's own, sent earlier.
+func (t *gatedTransport) warnUnshown(req *raft.AppendEntriesRequest, sent uint64) {
+	checked := req.LeaderCommitIndex
+	last, err := t.logs.LastIndex()
+	if err != nil || last <= checked {
+		return
+	}
+	var next raft.Log
+	if err := t.logs.GetLog(checked+1, &next); err != nil {
+		return
+	}
+	t.log.Warn("held back an AppendEntries' commit index at its last entry; raft would have committed the follower's later entries unchecked",
+		"leader_commit", sent, "held_at", checked, "log_last", last, "request_term", req.Term, "next_entry_term", next.Term)
 }
 
 // Consumer returns the RPCs for raft, each AppendEntries bounded.
@@ -47,7 +81,9 @@ func (t *gatedTransport) forward() {
 	for {
 		select {
 		case rpc := <-in:
-			boundLeaderCommit(rpc)
+			if req, sent := boundLeaderCommit(rpc); req != nil && t.logs != nil {
+				t.warnUnshown(req, sent)
+			}
 			select {
 			case t.rpcs <- rpc:
 			case <-t.stop:

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"io"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,8 +18,8 @@ import (
 // no one committed; the new leader of term 3 holds other entries there.
 // Its first AppendEntries matches the log at entry 3 and carries nothing
 // past it, with a commit index of 5. Raft alone commits the follower's own
-// entries 4 and 5 and applies them; the gate holds the commit at 3, and the
-// next AppendEntries replaces them before any is applied.
+// entries 4 and 5 and applies them; the gate holds the commit at 3 (and
+// warns), and the next AppendEntries replaces them before any is applied.
 func TestFollowerAppliesNoEntryTheLeaderDidNotSend(t *testing.T) {
 	f := startStaleFollower(t)
 	leader := newTestTransport(t)
@@ -39,11 +41,35 @@ func TestFollowerAppliesNoEntryTheLeaderDidNotSend(t *testing.T) {
 	if got := f.fsm.waitFor(len(want)); !slices.Equal(got, want) {
 		t.Fatalf("the follower applied %q, want %q", got, want)
 	}
+	warned := f.warnings.String()
+	if strings.Count(warned, "held back") != 1 || !strings.Contains(warned, "held_at=3 log_last=5 request_term=3 next_entry_term=2") {
+		t.Fatalf("warnings: want one for the first request, held at 3 below a deposed term's entries; got %q", warned)
+	}
+}
+
+// lockedBuffer is a log destination the gate's goroutine writes and the
+// test reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 type staleFollower struct {
-	addr raft.ServerAddress
-	fsm  *recordingFSM
+	addr     raft.ServerAddress
+	fsm      *recordingFSM
+	warnings *lockedBuffer
 }
 
 // startStaleFollower starts a raft node whose log ends with two entries of
@@ -71,6 +97,8 @@ func startStaleFollower(t *testing.T) staleFollower {
 	if err := stable.SetUint64([]byte("CurrentTerm"), 2); err != nil {
 		t.Fatal(err)
 	}
+	warnings := &lockedBuffer{}
+	trans.watchLog(logs, slog.New(slog.NewTextHandler(warnings, nil)))
 	rc := raft.DefaultConfig()
 	rc.LocalID = "f"
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 10*time.Second, 10*time.Second, time.Second
@@ -84,7 +112,7 @@ func startStaleFollower(t *testing.T) staleFollower {
 		r.Shutdown().Error()
 		trans.Close()
 	})
-	return staleFollower{addr: trans.LocalAddr(), fsm: fsm}
+	return staleFollower{addr: trans.LocalAddr(), fsm: fsm, warnings: warnings}
 }
 
 // recordingFSM keeps the commands it applied, in order.

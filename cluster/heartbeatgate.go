@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"log/slog"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -27,6 +28,10 @@ type gatedTransport struct {
 	rpcs     chan raft.RPC
 	stop     chan struct{}
 	stopOnce sync.Once
+	// logs and log, when set (watchLog), report the requests whose commit
+	// index the gate held back below entries the log holds.
+	logs raft.LogStore
+	log  *slog.Logger
 }
 
 func newGatedTransport(t *raft.NetworkTransport) *gatedTransport {

@@ -151,6 +151,7 @@ func (n *Node) openRaft() (bool, error) {
 	logs := &guardedLogStore{LogStore: n.stores.log, stallTimeout: n.cfg.DiskStallTimeout,
 		stallFile: n.cfg.FaultDiskStallFile, log: n.log, exit: n.cfg.exit}
 	n.fsm.logs, n.fsm.log = logs, n.log
+	n.trans.watchLog(logs, n.log)
 	// raft reads every entry back after appending it: the leader to send
 	// it to each follower, every node to apply it. The cache answers those
 	// reads from the entries just written instead of the segment files.
