@@ -49,27 +49,31 @@ func boundLeaderCommit(rpc raft.RPC) (bounded *raft.AppendEntriesRequest, sent u
 	return req, sent
 }
 
-// watchLog makes the gate warn when it bounds a commit index below entries
-// the follower's log holds: the case raft alone would have applied
-// unchecked. Call it before raft starts.
+// watchLog makes the gate warn when it holds a commit index below entries
+// of an older term than the leader's in the follower's log: the case raft
+// alone would have committed unchecked. Call it before raft starts.
 func (t *gatedTransport) watchLog(logs raft.LogStore, log *slog.Logger) { t.logs, t.log = logs, log }
 
-// warnUnshown logs a bounded request whose commit index reached past its
-// entries into entries of the follower's log: the follower's entry after
-// the request's, with its term, says whether they were a deposed leader's
-// (an older term than the request's) or the leader's own, sent earlier.
+// warnUnshown logs a held request whose commit index reached past its
+// entries to an entry of the follower's log of an older term than the
+// request's: a deposed leader's entry that no one committed, or one the
+// leader holds too (an older term's entries can be committed), which
+// only the next request can tell apart. Held requests that reach no
+// entry of the log, or only entries of the request's term or a later one
+// (the leader's own sent earlier, or a request raft refuses for its
+// stale term: a delayed request of a deposed leader), are not logged.
 func (t *gatedTransport) warnUnshown(req *raft.AppendEntriesRequest, sent uint64) {
-	checked := req.LeaderCommitIndex
+	held := req.LeaderCommitIndex
 	last, err := t.logs.LastIndex()
-	if err != nil || last <= checked {
+	if err != nil || last <= held {
 		return
 	}
 	var next raft.Log
-	if err := t.logs.GetLog(checked+1, &next); err != nil {
+	if err := t.logs.GetLog(held+1, &next); err != nil || next.Term >= req.Term {
 		return
 	}
-	t.log.Warn("held back an AppendEntries' commit index at its last entry; raft would have committed the follower's later entries unchecked",
-		"leader_commit", sent, "held_at", checked, "log_last", last, "request_term", req.Term, "next_entry_term", next.Term)
+	t.log.Warn("held an AppendEntries' commit index at its last entry, below an entry of an older term in the log that raft would have committed unchecked",
+		"leader_commit", sent, "held_at", held, "log_last", last, "request_term", req.Term, "next_entry_term", next.Term)
 }
 
 // Consumer returns the RPCs for raft, each AppendEntries bounded.

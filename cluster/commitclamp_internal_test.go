@@ -42,7 +42,7 @@ func TestFollowerAppliesNoEntryTheLeaderDidNotSend(t *testing.T) {
 		t.Fatalf("the follower applied %q, want %q", got, want)
 	}
 	warned := f.warnings.String()
-	if strings.Count(warned, "held back") != 1 || !strings.Contains(warned, "held_at=3 log_last=5 request_term=3 next_entry_term=2") {
+	if strings.Count(warned, "held an AppendEntries") != 1 || !strings.Contains(warned, "held_at=3 log_last=5 request_term=3 next_entry_term=2") {
 		t.Fatalf("warnings: want one for the first request, held at 3 below a deposed term's entries; got %q", warned)
 	}
 }
