@@ -76,8 +76,13 @@ func (t *gatedTransport) warnUnshown(req *raft.AppendEntriesRequest, sent uint64
 		"leader_commit", sent, "held_at", held, "log_last", last, "request_term", req.Term, "next_entry_term", next.Term)
 }
 
-// Consumer returns the RPCs for raft, each AppendEntries bounded.
-func (t *gatedTransport) Consumer() <-chan raft.RPC { return t.rpcs }
+// Consumer returns the RPCs for raft, each AppendEntries bounded. raft
+// asks for it when it starts, after watchLog: the forwarding starts then,
+// so it reads logs and log only once they are set.
+func (t *gatedTransport) Consumer() <-chan raft.RPC {
+	t.startOnce.Do(func() { go t.forward() })
+	return t.rpcs
+}
 
 // forward hands raft the network transport's RPCs until Close.
 func (t *gatedTransport) forward() {

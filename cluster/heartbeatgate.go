@@ -24,10 +24,12 @@ type gatedTransport struct {
 	closed bool
 
 	// rpcs is the channel raft consumes; forward fills it from the
-	// network transport's until stop is closed (Close).
-	rpcs     chan raft.RPC
-	stop     chan struct{}
-	stopOnce sync.Once
+	// network transport's, from raft's first call to Consumer until stop
+	// is closed (Close).
+	rpcs      chan raft.RPC
+	stop      chan struct{}
+	startOnce sync.Once
+	stopOnce  sync.Once
 	// logs and log, when set (watchLog), report the requests whose commit
 	// index the gate held back below entries the log holds.
 	logs raft.LogStore
@@ -35,9 +37,7 @@ type gatedTransport struct {
 }
 
 func newGatedTransport(t *raft.NetworkTransport) *gatedTransport {
-	g := &gatedTransport{NetworkTransport: t, rpcs: make(chan raft.RPC), stop: make(chan struct{})}
-	go g.forward()
-	return g
+	return &gatedTransport{NetworkTransport: t, rpcs: make(chan raft.RPC), stop: make(chan struct{})}
 }
 
 // SetHeartbeatHandler installs fn behind the gate.
