@@ -49,11 +49,12 @@ func stressKeys() []fsm.RecordKey {
 	return out
 }
 
+// stressGen draws commands from its own random source, over stressKeys;
+// gen keeps FSM time and the tokens won (learn).
 type stressGen struct {
-	rng    *rand.Rand
-	keys   []fsm.RecordKey
-	now    int64
-	tokens []uint64
+	gen
+	rng  *rand.Rand
+	keys []fsm.RecordKey
 }
 
 func (g *stressGen) command(top bool) *fsm.Command {
@@ -94,21 +95,14 @@ func (g *stressGen) token() uint64 {
 	return g.rng.Uint64N(1 << 20)
 }
 
-func (g *stressGen) learn(res fsm.Result) {
-	if res.Outcome == fsm.OutcomeWon {
-		g.tokens = append(g.tokens, res.Record.Token)
-	}
-	for _, sub := range res.Batch {
-		g.learn(sub)
-	}
-}
-
 // readers runs the node's other goroutines against m until stop.
 func readers(t *testing.T, m *fsm.Machine, keys []fsm.RecordKey, seed uint64, stop <-chan struct{}) *sync.WaitGroup {
 	var wg sync.WaitGroup
+	var stream uint64
 	loop := func(every func(rng *rand.Rand)) {
 		wg.Add(1)
-		rng := rand.New(rand.NewPCG(seed, uint64(len(keys))))
+		stream++
+		rng := rand.New(rand.NewPCG(seed, stream))
 		go func() {
 			defer wg.Done()
 			for {
@@ -144,7 +138,7 @@ func readers(t *testing.T, m *fsm.Machine, keys []fsm.RecordKey, seed uint64, st
 
 func concurrentRound(t *testing.T, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	g := &stressGen{rng: rng, keys: stressKeys(), now: t0}
+	g := &stressGen{gen: gen{now: t0}, rng: rng, keys: stressKeys()}
 	model, err := fsm.New(fsm.NewMemStore())
 	mustNot(err)
 	n := openNode(t, vfs.NewCrashableMem())
