@@ -6,7 +6,8 @@
 #   RECORDS=5000000 REJOIN=1 scripts/bigstate.sh  # and two followers that join by InstallSnapshot
 #
 # Steps, each timed and printed as "key: value" lines (also in $WORK/results.txt):
-#  1. cmd/idemgen writes a backup stream of RECORDS completed records (512-byte bodies);
+#  1. cmd/idemgen writes a backup stream of RECORDS completed records (512-byte bodies), or
+#     BACKUP names one it wrote before (kept, so runs that compare builds skip this step);
 #  2. `idemnode snapshot restore` seeds node 1 with it (records/s), bytes on disk per record;
 #  3. node 1 serves inside a memory cgroup of MEM bytes (page cache included), so the disk is
 #     not hidden by 24 GiB of RAM: time to serving, RSS and the cgroup's usage;
@@ -18,7 +19,7 @@
 #  7. the apply cost per command on node 1's store (store's BenchmarkApplyOnStore), in its cgroup;
 #  8. with EXPIRE=1: every record expires at once, deleted by Expire entries of 1 000 until the
 #     store is empty (BenchmarkExpireAll): the time per entry, first tenth against last.
-# Env: RECORDS (1000000), BODY (response bytes, 512), EXPIRE (0), MEM (1G, per node), APPLY_COMMANDS (128000), LOAD_SECONDS (30), CLIENTS (64), REJOIN (0), WORK (a
+# Env: RECORDS (1000000; with BACKUP, the records it holds), BACKUP (none), BODY (response bytes, 512), EXPIRE (0), MEM (1G, per node), APPLY_COMMANDS (128000), LOAD_SECONDS (30), CLIENTS (64), REJOIN (0), WORK (a
 #      fresh dir under /var/tmp), IPS ("127.0.0.21 127.0.0.22 127.0.0.23"), KEEP (1: keep $WORK).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
@@ -48,7 +49,8 @@ mkdir -p "$WORK/bin"
 # Static, like the release: without cgo, Pebble's cache and memtables sit on the Go heap,
 # where a build with cgo would keep them in C memory.
 (cd "$REPO" && export CGO_ENABLED=0 && go build -o "$WORK/bin/idemnode" ./cmd/idemnode &&
-	go build -o "$WORK/bin/idemgen" ./cmd/idemgen && go build -o "$WORK/bin/idembench" ./cmd/idembench)
+	go build -o "$WORK/bin/idemgen" ./cmd/idemgen && go build -o "$WORK/bin/idembench" ./cmd/idembench &&
+	go test -c -o "$WORK/bin/store.test" ./store) # all built at once: the tree may change during a long run
 BIN=$WORK/bin
 now() { date +%s.%N; }
 since() { echo "$(now) - $1" | bc; }
@@ -61,19 +63,22 @@ for i in 1 2 3; do
 	numfmt --from=iec "$MEM" >"$CG/n$i/memory.limit_in_bytes"
 done
 
-log "generating $RECORDS records"
-t=$(now)
-"$BIN/idemgen" -records "$RECORDS" -body "${BODY:-512}" -out "$WORK/backup.snap" | tee -a "$WORK/results.txt"
-result generate_seconds "$(since "$t")"
-result backup_bytes "$(stat -c %s "$WORK/backup.snap")"
+backup=${BACKUP:-$WORK/backup.snap}
+if [[ -z ${BACKUP:-} ]]; then
+	log "generating $RECORDS records"
+	t=$(now)
+	"$BIN/idemgen" -records "$RECORDS" -body "${BODY:-512}" -out "$backup" | tee -a "$WORK/results.txt"
+	result generate_seconds "$(since "$t")"
+fi
+result backup_bytes "$(stat -c %s "$backup")"
 
 log "restoring into node 1"
 t=$(now)
-"$BIN/idemnode" snapshot restore "$WORK/backup.snap" --data-dir "$WORK/n1" --node-id n1 --raft-addr "${IPS[0]}:7401" -o json >"$WORK/restore.json"
+"$BIN/idemnode" snapshot restore "$backup" --data-dir "$WORK/n1" --node-id n1 --raft-addr "${IPS[0]}:7401" -o json >"$WORK/restore.json"
 secs=$(since "$t")
 result restore_seconds "$secs"
 result restore_records_per_second "$(echo "$RECORDS / $secs" | bc)"
-rm -f "$WORK/backup.snap"
+[[ -n ${BACKUP:-} ]] || rm -f "$backup"
 sync
 disk=$(du -sb "$WORK/n1/fsm" | cut -f1)
 result store_bytes "$disk"
@@ -161,7 +166,6 @@ fi
 log "apply cost on node 1's store, inside its memory limit"
 kill -9 "$pid"
 sleep 0.5
-(cd "$REPO" && CGO_ENABLED=0 go test -c -o "$BIN/store.test" ./store)
 sh -c "echo \$\$ > $CG/n1/cgroup.procs; exec env IDEMNODE_BENCH_STORE=$WORK/n1/fsm IDEMNODE_BENCH_RECORDS=$RECORDS \
 	$BIN/store.test -test.run '^$' -test.bench ApplyOnStore -test.benchtime ${APPLY_COMMANDS:-128000}x" |
 	grep -E '^Benchmark' | tee -a "$WORK/results.txt"
