@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,17 +24,57 @@ import (
 // snapshot restore` (scripts/bigstate.sh runs it at each size, inside the
 // node's memory limit); $IDEMNODE_BENCH_RECORDS says how many records
 // idemgen wrote there, for the replays. ns/op is per command.
+//
+// Each also reports what the reads cost, per command: the block cache's
+// misses, the read calls the process made (a miss reads a block from a
+// file, through the page cache) and the bytes those calls fetched from
+// the disk (the kernel's read_bytes, which the page cache does not count).
 func BenchmarkApplyOnStore(b *testing.B) {
-	m := openBenchStore(b)
+	m, s := openBenchStore(b)
 	defer m.Close()
 	stored, _ := strconv.Atoi(os.Getenv("IDEMNODE_BENCH_RECORDS"))
-	b.Run("fresh", func(b *testing.B) { applyClaimsAndCompletes(b, m, 0) })
+	b.Run("fresh", func(b *testing.B) {
+		defer reportReads(b, s)()
+		applyClaimsAndCompletes(b, m, 0)
+	})
 	b.Run("replay-1in8", func(b *testing.B) {
 		if stored == 0 {
 			b.Skip("set IDEMNODE_BENCH_RECORDS to the records idemgen wrote")
 		}
+		defer reportReads(b, s)()
 		applyClaimsAndCompletes(b, m, stored)
 	})
+}
+
+// reportReads notes the read counters now; the function it returns
+// reports their growth per operation of b.
+func reportReads(b *testing.B, s *Store) func() {
+	misses, calls, disk := s.db.Metrics().BlockCache.Misses, procIO(b, "syscr"), procIO(b, "read_bytes")
+	return func() {
+		per := func(grew int64) float64 { return float64(grew) / float64(b.N) }
+		b.ReportMetric(per(s.db.Metrics().BlockCache.Misses-misses), "cache-misses/op")
+		b.ReportMetric(per(procIO(b, "syscr")-calls), "read-calls/op")
+		b.ReportMetric(per(procIO(b, "read_bytes")-disk), "disk-bytes/op")
+	}
+}
+
+// procIO reads one of the process's I/O counters from /proc/self/io.
+func procIO(b *testing.B, field string) int64 {
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		b.Skipf("the read counters need Linux's /proc/self/io: %v", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field+": "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatalf("/proc/self/io: %s: %v", line, err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("/proc/self/io has no %s", field)
+	return 0
 }
 
 // applyClaimsAndCompletes applies b.N commands to m, claims and their
@@ -97,7 +138,7 @@ func applyClaimsAndCompletes(b *testing.B, m *fsm.Machine, stored int) {
 // tenth of the entries against the first, which would grow if the markers
 // piled up in the scans. Run it once (-benchtime 1x): it empties the store.
 func BenchmarkExpireAll(b *testing.B) {
-	m := openBenchStore(b)
+	m, _ := openBenchStore(b)
 	defer m.Close()
 	last, ok := m.NextExpiry()
 	if !ok {
@@ -142,7 +183,7 @@ func BenchmarkExpireAll(b *testing.B) {
 
 // openBenchStore opens a Machine over the store at $IDEMNODE_BENCH_STORE,
 // or skips the benchmark without one (scripts/bigstate.sh sets it).
-func openBenchStore(b *testing.B) *fsm.Machine {
+func openBenchStore(b *testing.B) (*fsm.Machine, *Store) {
 	dir := os.Getenv("IDEMNODE_BENCH_STORE")
 	if dir == "" {
 		b.Skip("set IDEMNODE_BENCH_STORE to a store dir (scripts/bigstate.sh does)")
@@ -156,7 +197,7 @@ func openBenchStore(b *testing.B) *fsm.Machine {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return m
+	return m, s
 }
 
 // waitForKeyFilter waits for the key filter's build at open, which reads
