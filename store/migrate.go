@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // migrate rewrites old, a store of an earlier format (version) in the
@@ -28,6 +29,9 @@ func migrate(o Options, root, name string, old *pebble.DB, version uint64, cache
 		return "", nil, fmt.Errorf("migrate the store from format %d to %d: %w", version, FormatVersion, err)
 	}
 	if err := o.FS.RemoveAll(dir); err != nil {
+		return fail(err)
+	}
+	if err := roomToMigrate(o.FS, root, old); err != nil {
 		return fail(err)
 	}
 	po := o.pebbleOptions(cache, brk)
@@ -68,6 +72,36 @@ func migrate(o Options, root, name string, old *pebble.DB, version uint64, cache
 	// to remove it does not undo the migration.
 	o.FS.RemoveAll(o.FS.PathJoin(root, name))
 	return next, db, nil
+}
+
+// roomToMigrate refuses a migration the volume has no room for: it writes
+// a copy of the store's live tables beside them, and removes the old ones
+// only after. Without the check the disk would fill part way through, the
+// node would stop, and the next start would fill it again.
+func roomToMigrate(fs vfs.FS, root string, old *pebble.DB) error {
+	du, err := fs.GetDiskUsage(root)
+	if errors.Is(err, vfs.ErrUnsupported) {
+		return nil // a file system in memory, in tests
+	}
+	if err != nil {
+		return fmt.Errorf("read the free space of %s: %w", root, err)
+	}
+	if need := uint64(old.Metrics().Total().TablesSize); du.AvailBytes < need {
+		return fmt.Errorf("not enough free space in %s: the copy of the store it writes needs %s, and %s is free; "+
+			"free some space or grow the volume, then start again", root, readableBytes(need), readableBytes(du.AvailBytes))
+	}
+	return nil
+}
+
+// readableBytes writes n bytes for a person to read.
+func readableBytes(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // copyPlaced writes old's keys, of format version, into files as this

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -93,6 +94,48 @@ func testMigrate(t *testing.T, toEarlierFormat func(*testing.T, vfs.FS) string) 
 	defer m.Close()
 	if !bytes.Equal(snapshot(t, m), after) || m.Digest() != afterDigest {
 		t.Fatal("the migrated store reopened differs")
+	}
+}
+
+// TestMigrationNeedsRoomForItsCopy opens a store of format 2 on a volume
+// with less free space than the store's tables: Open refuses, saying so,
+// and leaves the store as it was; with the room, the next Open migrates it.
+func TestMigrationNeedsRoomForItsCopy(t *testing.T) {
+	fs := vfs.NewMem()
+	n := openNode(t, fs)
+	for i := range 40 {
+		k := fsm.RecordKey{Tenant: "t", Scope: "POST /a", Key: fmt.Sprintf("k%02d", i)}
+		n.m.Apply(uint64(i+1), &fsm.Command{Type: fsm.TypeClaim, Now: t0, Key: k, Owner: "o", Lease: sec, TTL: 600 * sec})
+	}
+	want, wantDigest := snapshot(t, n.m), n.m.Digest()
+	mustNot(n.m.Sync())
+	mustNot(n.m.Close())
+	old := toExpiryLast(t, fs)
+
+	fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 100, TotalBytes: 1 << 30, UsedBytes: 1<<30 - 100})
+	if _, err := Open("fsm", Options{FS: fs}); err == nil || !strings.Contains(err.Error(), "not enough free space") {
+		t.Fatalf("Open with 100 bytes free: %v, want a refusal for want of free space", err)
+	}
+	if cur, err := readCurrent(fs, "fsm"); err != nil || cur != old {
+		t.Fatalf("after the refusal CURRENT names %q (%v), want the store as it was, %q", cur, err, old)
+	}
+	if _, err := fs.Stat(fs.PathJoin("fsm", nextName(old))); err == nil {
+		t.Fatal("the refused migration left a dir behind")
+	}
+
+	fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 30, TotalBytes: 2 << 30, UsedBytes: 1 << 30})
+	s, err := Open("fsm", Options{FS: fs})
+	if err != nil {
+		t.Fatalf("Open with room: %v", err)
+	}
+	if s.name == old {
+		t.Fatalf("the store was not migrated (%s)", s.name)
+	}
+	m, err := fsm.New(s)
+	mustNot(err)
+	defer m.Close()
+	if !bytes.Equal(snapshot(t, m), want) || m.Digest() != wantDigest {
+		t.Fatal("the store migrated after the refusal differs from the store before")
 	}
 }
 
