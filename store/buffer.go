@@ -44,6 +44,9 @@ type buffer struct {
 	// vals holds the records the batch's commits write at new positions,
 	// ingested apart at a hand-off (values.go).
 	vals freshValues
+	// keys is room for the keys a commit adds to the batch, which copies
+	// them.
+	keys []byte
 	// handed is the batch being committed in the background, nil when none.
 	handed *handoff
 	// insertedFrom is the earliest due time of the expiry index entries the
@@ -131,7 +134,7 @@ func (b *buffer) append(db *pebble.DB, c *fsm.Changes, at []placement, lastPos u
 		// every later batch, its own small ones included.
 		b.batch = db.NewBatchWithSize(batchBytesFor(limit))
 	}
-	lowest := writeRecords(b.batch, &b.vals, c.Records, at)
+	lowest := writeRecords(b.batch, &b.vals, &b.keys, c.Records, at)
 	for _, u := range c.Usage {
 		if u.Usage == (fsm.Usage{}) {
 			b.batch.Delete(usageKey(u.Tenant), nil)

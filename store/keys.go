@@ -54,17 +54,19 @@ var (
 	positionKey = []byte{prefixLast}
 )
 
-func recordKey(key []byte) []byte {
-	return append(append(make([]byte, 0, 1+len(key)), prefixRecord), key...)
-}
+func recordKey(key []byte) []byte { return appendRecordKey(make([]byte, 0, 1+len(key)), key) }
+
+func appendRecordKey(dst, key []byte) []byte { return append(append(dst, prefixRecord), key...) }
 
 // expiryKey orders by expires_at, then key. Flipping the sign bit makes
 // big-endian bytes of an int64 sort as the number does.
 func expiryKey(at int64, key []byte) []byte {
-	b := make([]byte, 9, 9+len(key))
-	b[0] = prefixExpiry
-	binary.BigEndian.PutUint64(b[1:], uint64(at)^(1<<63))
-	return append(b, key...)
+	return appendExpiryKey(make([]byte, 0, 9+len(key)), at, key)
+}
+
+func appendExpiryKey(dst []byte, at int64, key []byte) []byte {
+	dst = binary.BigEndian.AppendUint64(append(dst, prefixExpiry), uint64(at)^(1<<63))
+	return append(dst, key...)
 }
 
 // parseExpiryKey returns the time and record key of an expiry key.
@@ -76,8 +78,10 @@ func parseExpiryKey(b []byte) (int64, []byte, error) {
 }
 
 // valueKey is where the record at position pos is stored.
-func valueKey(pos uint64) []byte {
-	return binary.BigEndian.AppendUint64([]byte{prefixValue}, pos)
+func valueKey(pos uint64) []byte { return appendValueKey(make([]byte, 0, 9), pos) }
+
+func appendValueKey(dst []byte, pos uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(dst, prefixValue), pos)
 }
 
 // encodePosition and decodePosition are a record key's value.

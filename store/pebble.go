@@ -953,33 +953,45 @@ func (s *Store) positionOf(key []byte) (uint64, error) {
 // at a cluster's pace spent 36 µs of CPU per claim+complete with them and
 // 29 without (docs/PERFORMANCE.md). A record's key is set again and again
 // (claim, complete) and keeps the plain delete.
-func writeRecords(b *pebble.Batch, vals *freshValues, changes []fsm.RecordChange, at []placement) []byte {
-	var lowest []byte
+func writeRecords(b *pebble.Batch, vals *freshValues, scratch *[]byte, changes []fsm.RecordChange, at []placement) []byte {
+	k := (*scratch)[:0] // the batch copies each key: one buffer serves them all
+	var pos [8]byte
+	var lowestAt int64
+	var lowestKey []byte
+	inserts := false
 	for i, rc := range changes {
 		sameExpiry := keepsExpiry(rc)
 		if rc.HadOld {
 			if !vals.cancel(at[i].old) {
-				b.SingleDelete(valueKey(at[i].old), nil)
+				k = appendValueKey(k[:0], at[i].old)
+				b.SingleDelete(k, nil)
 			}
 			if !sameExpiry {
-				b.SingleDelete(expiryKey(rc.OldExpiresAt, rc.Key), nil)
+				k = appendExpiryKey(k[:0], rc.OldExpiresAt, rc.Key)
+				b.SingleDelete(k, nil)
 			}
 		}
+		k = appendRecordKey(k[:0], rc.Key)
 		if rc.New == nil {
-			b.Delete(recordKey(rc.Key), nil)
+			b.Delete(k, nil)
 			continue
 		}
 		vals.add(at[i].new, rc.New)
-		b.Set(recordKey(rc.Key), encodePosition(at[i].new), nil)
+		binary.BigEndian.PutUint64(pos[:], at[i].new)
+		b.Set(k, pos[:], nil)
 		if !sameExpiry {
-			x := expiryKey(rc.NewExpiresAt, rc.Key)
-			b.Set(x, nil, nil)
-			if lowest == nil || bytes.Compare(x, lowest) < 0 {
-				lowest = x
+			k = appendExpiryKey(k[:0], rc.NewExpiresAt, rc.Key)
+			b.Set(k, nil, nil)
+			if !inserts || rc.NewExpiresAt < lowestAt || rc.NewExpiresAt == lowestAt && bytes.Compare(rc.Key, lowestKey) < 0 {
+				inserts, lowestAt, lowestKey = true, rc.NewExpiresAt, rc.Key
 			}
 		}
 	}
-	return lowest
+	*scratch = k
+	if !inserts {
+		return nil
+	}
+	return expiryKey(lowestAt, lowestKey)
 }
 
 // keepsExpiry reports whether a change leaves its record's expiry index
