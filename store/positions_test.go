@@ -150,7 +150,27 @@ func countValues(t *testing.T, db *pebble.DB) int {
 // TestExpireCommitReusesDuesPositions: the commit that expires what Due
 // returned finds each record's position where Due read it, not by a
 // second lookup in Pebble: no block is read between Due and the commit.
+// The count is the block cache's, which Pebble's own compactions read
+// through too: about once in 300 runs, one of the tables the sync flushed
+// was compacted while the commit ran (2 to 8 blocks). So a fresh store
+// tries again, up to three times; a commit that looked its records up
+// would read blocks at every try.
 func TestExpireCommitReusesDuesPositions(t *testing.T) {
+	var reads []int64
+	for range 3 {
+		read := blocksReadExpiringDue(t)
+		if read == 0 {
+			return
+		}
+		reads = append(reads, read)
+	}
+	t.Fatalf("the commit expiring what Due returned read blocks at each try: %v", reads)
+}
+
+// blocksReadExpiringDue stores records due at once, flushes them, takes
+// them from Due and expires them in one commit, and returns the blocks that
+// commit read.
+func blocksReadExpiringDue(t *testing.T) int64 {
 	const records = 200
 	s, err := Open("fsm", Options{FS: vfs.NewMem(), CacheSize: 1 << 20, MemTableSize: 4 << 20,
 		KeyFilterSize: -1, dueSoonSize: -1, Fatal: func(err error) { t.Errorf("fatal: %v", err) }})
@@ -170,14 +190,13 @@ func TestExpireCommitReusesDuesPositions(t *testing.T) {
 	}
 	before := blockReads(s)
 	commitRecords(t, s, records+1, expire...)
-	if read := blockReads(s) - before; read != 0 {
-		t.Fatalf("the commit expiring what Due returned read %d blocks", read)
-	}
+	read := blockReads(s) - before
 	for _, rc := range expire[:3] {
 		if _, ok, err := s.Get(rc.Key); ok || err != nil {
 			t.Fatalf("Get(%s) after its expiry: %v %v", rc.Key, ok, err)
 		}
 	}
+	return read
 }
 
 // TestHandOffIngestsRecordsIntoTheBottomLevel: a hand-off's records go
