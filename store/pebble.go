@@ -174,6 +174,9 @@ func (o Options) withDefaults() Options {
 	if o.FS == nil {
 		o.FS = vfs.Default
 	}
+	if _, ok := o.FS.(tableFS); !ok {
+		o.FS = tableFS{o.FS}
+	}
 	if o.Fatal == nil {
 		o.Fatal = func(err error) { panic(err) }
 	}
@@ -191,7 +194,8 @@ func (o Options) withDefaults() Options {
 //     it, and keeps one more to recycle;
 //   - the write buffer and the handed batch not yet in that queue;
 //   - the key filter, twice while it is rebuilt;
-//   - the records kept for Due (duesoon.go).
+//   - the records kept for Due (duesoon.go);
+//   - the write buffers of the tables written at once (tablefs.go).
 //
 // It counts generously where Pebble shares: the memtables and the queued
 // batches are reserved from the block cache, which shrinks to make room.
@@ -204,7 +208,7 @@ func (o Options) withDefaults() Options {
 func (o Options) MemoryBound() int64 {
 	o = o.withDefaults()
 	return o.CacheSize + 4*int64(o.MemTableSize) + 2*int64(batchBytesFor(o.drainEvery)) + 2*o.KeyFilterSize +
-		o.dueSoonSize
+		o.dueSoonSize + tableWriters*tableWriteBytes
 }
 
 // pebbleOptions: the store applies without Pebble's WAL, since the Raft log

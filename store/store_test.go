@@ -217,7 +217,7 @@ func TestCrashKeepsAPrefixOfCommits(t *testing.T) {
 func TestMemoryBoundCountsEachPart(t *testing.T) {
 	base := Options{}.MemoryBound()
 	const mib = 1 << 20
-	if want := int64(128*mib + 4*32*mib + 2*(20*mib+20*mib/4) + 2*32*mib + 32*mib); base != want {
+	if want := int64(128*mib + 4*32*mib + 2*(20*mib+20*mib/4) + 2*32*mib + 32*mib + 4*256<<10); base != want {
 		t.Fatalf("default bound %d MiB, want %d MiB", base/mib, want/mib)
 	}
 	for _, tc := range []struct {
