@@ -43,7 +43,7 @@ func TestCLIUsageErrors(t *testing.T) {
 		{"wait not positive", []string{"wait", "--addr", s.grpc, "--key", "k", "--wait", "0s"}, "--wait must be positive"},
 		{"serve without data dir", []string{"serve", "--node-id", "x"}, "--data-dir is required"},
 		{"memory limit below the store", []string{"serve", "--dev", "--data-dir", t.TempDir(), "--memory-limit", "256MiB"},
-			"--memory-limit 256MiB is below the 498MiB a node may hold"},
+			"--memory-limit 256MiB is below the 499MiB a node may hold"},
 		{"cache past the memory limit", []string{"serve", "--dev", "--data-dir", t.TempDir(), "--cache-size", "1GiB",
 			"--memory-limit", "1GiB"}, "raise --memory-limit or lower those"},
 	}

@@ -37,7 +37,7 @@ func (f *serveFlags) checkMemory() error {
 		return nil
 	}
 	return fmt.Errorf("--memory-limit %s is below the %s a node may hold: its store up to %s (--cache-size %s, "+
-		"four of --memtable-size %s, two write batches, two of --key-filter-size %s, the records due soon), %s for Raft and gRPC and "+
+		"four of --memtable-size %s, two write batches, two of --key-filter-size %s, the records due soon, the tables' write buffers), %s for Raft and gRPC and "+
 		"%s for its code; raise --memory-limit or lower those", mib(f.memoryLimit, false), mib(need, true),
 		mib(bound, true), mib(f.cacheSize, true), mib(f.memtableSize, true), mib(f.keyFilterSize, true),
 		mib(nodeMemory, true), mib(codeMemory, true))
