@@ -37,8 +37,9 @@ func (fs tableFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File,
 	return &tableFile{File: f, w: bufio.NewWriterSize(f, tableWriteBytes)}, nil
 }
 
-// tableFile is a table being written, its writes gathered in w. Pebble
-// writes a table from one goroutine, as an *os.File would need too.
+// tableFile is a table being written, its writes gathered in w. Unlike an
+// *os.File it is not safe for concurrent use: Pebble writes and syncs a
+// table from one goroutine at a time.
 type tableFile struct {
 	vfs.File
 	w *bufio.Writer
