@@ -316,7 +316,7 @@ func TestFeedSnapshotRoundTrip(t *testing.T) {
 	h.apply(watched("c", "o1", lease10, ttl100, at(150)))
 	h.apply(expire(10, at(160)))
 	snap := snapshotBytes(t, h.m)
-	if snap[len(snapshotMagic)] != SnapshotVersion {
+	if snap[len(snapshotMagic)] != snapshotVersionFeed {
 		t.Fatalf("a state with events streams as version %d", snap[len(snapshotMagic)])
 	}
 	if int64(len(snap)) != SnapshotSize(h.m.Meta()) {
@@ -488,7 +488,7 @@ func hasType(c *Command, typ CommandType) bool {
 func craftFeedSnapshot(recs []*Record, seq, pruned uint64, evs ...*Event) []byte {
 	var e encoder
 	e.buf = append(e.buf, snapshotMagic...)
-	e.uvarint(SnapshotVersion)
+	e.uvarint(snapshotVersionFeed)
 	e.varint(at(0))
 	e.uvarint(0) // applied index
 	e.uvarint(0) // term

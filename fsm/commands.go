@@ -21,25 +21,32 @@ const (
 	TypeBatch
 	// TypeCheckpoint stores the recovery point of the holder of Token.
 	TypeCheckpoint
+	// TypeIdentify gives the cluster its identity (Cluster), once: the
+	// first one applied sets it and every later one leaves it (meta.go).
+	TypeIdentify
 	typeEnd
 )
 
 // Command levels: which commands a release applies. Every release with
 // the on-disk store applies level 1: Claim to Batch, with quotas. Level 2
 // adds Checkpoint and tombstone times; level 3 claims that watch for
-// abandonment (and the feed of abandoned claims they make). A node that meets a command it
+// abandonment (and the feed of abandoned claims they make); level 4 the
+// cluster's identity (Identify), which only a release that checks it on
+// every Raft connection applies. A node that meets a command it
 // cannot decode stops rather than diverge, so a leader proposes a command
 // above BaseLevel only once every voter runs a release that applies it
 // (cluster.Node.Apply).
 const (
 	BaseLevel = 1
-	LastLevel = 3
+	LastLevel = 4
 )
 
 // LevelOf is the level a node must apply to decode c.
 func LevelOf(c *Command) int {
 	level := BaseLevel
 	switch {
+	case c.Type == TypeIdentify:
+		level = 4
 	case watchesAbandon(c):
 		level = 3
 	case c.Type == TypeCheckpoint || carriesTombstone(c):
@@ -55,7 +62,7 @@ func LevelOf(c *Command) int {
 // the flag means nothing on another command and is not encoded there.
 func watchesAbandon(c *Command) bool { return c.Type == TypeClaim && c.WatchAbandon }
 
-var typeNames = [...]string{"unknown", "claim", "complete", "release", "extend", "expire", "batch", "checkpoint"}
+var typeNames = [...]string{"unknown", "claim", "complete", "release", "extend", "expire", "batch", "checkpoint", "identify"}
 
 // String returns the lower-case name of the command type.
 func (t CommandType) String() string {
@@ -94,4 +101,8 @@ type Command struct {
 	// its lease lapses while it is PENDING (claim; abandon.go). The leader
 	// sets it once every voter applies level 3.
 	WatchAbandon bool
+	// Cluster is the identity an Identify command gives the cluster: the
+	// proposing leader draws it at random, so the state machine stays a
+	// pure function of the log.
+	Cluster []byte
 }

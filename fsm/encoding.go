@@ -98,6 +98,8 @@ func (e *encoder) command(c *Command) {
 		e.checkpoint(c.Checkpoint)
 	case TypeExpire:
 		e.uvarint(uint64(c.Limit))
+	case TypeIdentify:
+		e.bytes(c.Cluster)
 	case TypeBatch:
 		e.uvarint(uint64(len(c.Batch)))
 		for _, sub := range c.Batch {
@@ -196,6 +198,10 @@ func (d *decoder) command(top bool) *Command {
 			d.fail(fmt.Errorf("%w: expire limit %d", ErrMalformed, limit))
 		}
 		c.Limit = uint32(limit)
+	case TypeIdentify:
+		if c.Cluster = d.bytes(); d.err == nil && (len(c.Cluster) == 0 || len(c.Cluster) > MaxClusterID) {
+			d.fail(fmt.Errorf("%w: cluster identity of %d bytes", ErrMalformed, len(c.Cluster)))
+		}
 	case TypeBatch:
 		if !top {
 			d.fail(fmt.Errorf("%w: nested batch", ErrMalformed))
@@ -224,7 +230,7 @@ func commandSize(c *Command) int {
 	// fingerprint and owner lengths, two of lease/TTL/token/limit/count, the
 	// quota's two, the tombstone time.
 	n := 1 + 11*binary.MaxVarintLen64 + len(c.Key.Tenant) + len(c.Key.Scope) + len(c.Key.Key) +
-		len(c.Owner) + len(c.Fingerprint) + responseSize(c.Response) + checkpointSize(c.Checkpoint)
+		len(c.Owner) + len(c.Fingerprint) + len(c.Cluster) + responseSize(c.Response) + checkpointSize(c.Checkpoint)
 	for _, sub := range c.Batch {
 		n += commandSize(sub)
 	}

@@ -31,6 +31,9 @@ type Meta struct {
 	Config      []byte
 	// Feed is the state of the abandoned feed (abandon.go).
 	Feed FeedMeta
+	// Cluster is the cluster's identity (identity.go); nil before the
+	// first Identify is applied.
+	Cluster []byte
 }
 
 // FeedMeta is the abandoned feed's part of the metadata. A state that
@@ -51,13 +54,18 @@ type FeedMeta struct {
 // metaVersion is the first byte of an encoded Meta.
 const metaVersion = 1
 
-// metaFieldFeed tags the feed's fields, which follow the configuration
-// only when the feed ever had an event.
-const metaFieldFeed = 1
+// Optional fields follow the configuration, each after its tag, in the
+// order of their tags, and only when set, so a Meta without them encodes
+// exactly as before they existed: the feed's fields once the feed had an
+// event, the cluster's identity once it has one.
+const (
+	metaFieldFeed    = 1
+	metaFieldCluster = 2
+)
 
 // MarshalBinary encodes m for a store.
 func (m Meta) MarshalBinary() ([]byte, error) {
-	e := encoder{buf: make([]byte, 0, 64+len(m.Sum)+len(m.Config))}
+	e := encoder{buf: make([]byte, 0, 64+len(m.Sum)+len(m.Config)+len(m.Cluster))}
 	e.byte1(metaVersion)
 	e.uvarint(m.Applied)
 	e.uvarint(m.Term)
@@ -74,6 +82,10 @@ func (m Meta) MarshalBinary() ([]byte, error) {
 		for _, v := range [...]uint64{f.Seq, f.PrunedThrough, f.Events, f.StreamBytes, f.Abandoned, f.Total} {
 			e.uvarint(v)
 		}
+	}
+	if len(m.Cluster) > 0 {
+		e.byte1(metaFieldCluster)
+		e.bytes(m.Cluster)
 	}
 	return e.buf, nil
 }
@@ -95,13 +107,24 @@ func (m *Meta) UnmarshalBinary(b []byte) error {
 	}
 	out.StreamBytes, out.ConfigIndex = d.uvarint(), d.uvarint()
 	out.Config = d.bytes()
-	if len(d.buf) > 0 {
-		if tag := d.byte1(); tag != metaFieldFeed {
-			d.fail(fmt.Errorf("%w: store metadata field %d", ErrMalformed, tag))
+	for last := 0; len(d.buf) > 0 && d.err == nil; {
+		tag := int(d.byte1())
+		if tag <= last {
+			d.fail(fmt.Errorf("%w: store metadata field %d after %d", ErrMalformed, tag, last))
+			break
 		}
-		f := &out.Feed
-		for _, v := range [...]*uint64{&f.Seq, &f.PrunedThrough, &f.Events, &f.StreamBytes, &f.Abandoned, &f.Total} {
-			*v = d.uvarint()
+		switch last = tag; tag {
+		case metaFieldFeed:
+			f := &out.Feed
+			for _, v := range [...]*uint64{&f.Seq, &f.PrunedThrough, &f.Events, &f.StreamBytes, &f.Abandoned, &f.Total} {
+				*v = d.uvarint()
+			}
+		case metaFieldCluster:
+			if out.Cluster = d.bytes(); d.err == nil && (len(out.Cluster) == 0 || len(out.Cluster) > MaxClusterID) {
+				d.fail(fmt.Errorf("%w: cluster identity of %d bytes", ErrMalformed, len(out.Cluster)))
+			}
+		default:
+			d.fail(fmt.Errorf("%w: store metadata field %d", ErrMalformed, tag))
 		}
 	}
 	if err := d.finish(); err != nil {

@@ -33,14 +33,22 @@ import (
 // never had an event is written as version 3 (which releases before the
 // feed read, as long as no record in it watches for abandonment).
 //
+// Version 5 is version 4 with the cluster's identity (identity.go) after
+// the feed's fields: uvarint(len) identity. Only a state with an identity
+// is written as version 5, and a cluster has one only once every voter
+// reads it; a state without one is written as version 3 or 4, as before.
+//
 // Versions 1 (records in key order) and 2 (records in (expires_at, key)
 // order, what the in-memory releases wrote) are still read, so a backup of
 // those releases restores and their data dirs migrate.
 const (
 	snapshotMagic = "IDEMSNAP"
 	// SnapshotVersion is the newest stream format WriteSnapshot writes.
-	SnapshotVersion = 4
-	// snapshotVersionNoFeed is the format of a state without events.
+	SnapshotVersion = 5
+	// snapshotVersionFeed is the format of a state with events and no
+	// cluster identity.
+	snapshotVersionFeed = 4
+	// snapshotVersionNoFeed is the format of a state without either.
 	snapshotVersionNoFeed = 3
 	// snapshotVersionExpiryOrder is the in-memory releases' format.
 	snapshotVersionExpiryOrder = 2
@@ -53,15 +61,18 @@ const (
 
 // snapshotVersionOf is the version a stream of m is written in.
 func snapshotVersionOf(m Meta) int {
-	if m.Feed == (FeedMeta{}) {
+	switch {
+	case len(m.Cluster) > 0:
+		return SnapshotVersion
+	case m.Feed == (FeedMeta{}):
 		return snapshotVersionNoFeed
 	}
-	return SnapshotVersion
+	return snapshotVersionFeed
 }
 
 // snapshotHeader returns the header of a stream of m.
 func snapshotHeader(m Meta) []byte {
-	e := encoder{buf: make([]byte, 0, 96)}
+	e := encoder{buf: make([]byte, 0, 96+len(m.Cluster))}
 	e.buf = append(e.buf, snapshotMagic...)
 	version := snapshotVersionOf(m)
 	e.uvarint(uint64(version))
@@ -69,11 +80,14 @@ func snapshotHeader(m Meta) []byte {
 	e.uvarint(m.Applied)
 	e.uvarint(m.Term)
 	e.uvarint(m.Records)
-	if version == SnapshotVersion {
+	if version >= snapshotVersionFeed {
 		e.uvarint(m.Feed.Seq)
 		e.uvarint(m.Feed.PrunedThrough)
 		e.uvarint(m.Feed.Total)
 		e.uvarint(m.Feed.Events)
+	}
+	if version >= SnapshotVersion {
+		e.bytes(m.Cluster)
 	}
 	return e.buf
 }
@@ -100,7 +114,7 @@ func WriteSnapshot(w io.Writer, v View) error {
 	if count != m.Records {
 		return fmt.Errorf("write snapshot: the store holds %d records, its metadata says %d", count, m.Records)
 	}
-	if snapshotVersionOf(m) == SnapshotVersion {
+	if snapshotVersionOf(m) >= snapshotVersionFeed {
 		count, err := writeLengthPrefixed(bw, v.Events)
 		if err != nil {
 			return fmt.Errorf("write snapshot event: %w", err)
@@ -151,7 +165,8 @@ type SnapshotInfo struct {
 
 // ReadSnapshot reads a stream into b and finishes it. base gives what the
 // stream does not carry: the Raft configuration, and the term for version
-// 1 and 2 streams. Any defect (truncation, a bad checksum or Sum, records
+// 1 and 2 streams. The cluster identity is the stream's, unless base names
+// one: a restored backup seeds a new cluster (cluster.RestoreBackup). Any defect (truncation, a bad checksum or Sum, records
 // out of order or twice) is an error, never a panic; the caller aborts b.
 func ReadSnapshot(r io.Reader, b Builder, base Meta) (SnapshotInfo, error) {
 	crc := crc32.New(crcTable)
@@ -174,6 +189,10 @@ func ReadSnapshot(r io.Reader, b Builder, base Meta) (SnapshotInfo, error) {
 		meta.Term = hdr.term
 	}
 	meta.Feed = FeedMeta{Seq: hdr.feed.Seq, PrunedThrough: hdr.feed.PrunedThrough, Total: hdr.feed.Total}
+	meta.Cluster = hdr.cluster
+	if len(base.Cluster) > 0 {
+		meta.Cluster = base.Cluster
+	}
 	if meta.ConfigIndex == 0 && len(meta.Config) > 0 {
 		meta.ConfigIndex = meta.Applied // a configuration given without an index holds as of the snapshot
 	}
@@ -217,9 +236,11 @@ func ReadSnapshot(r io.Reader, b Builder, base Meta) (SnapshotInfo, error) {
 type snapshotHeaderFields struct {
 	now                  int64
 	applied, term, count uint64
-	// feed holds, of a version 4 stream, the feed's numbering, the
+	// feed holds, of a version 4 or 5 stream, the feed's numbering, the
 	// abandoned total and (in Events) the event count.
 	feed FeedMeta
+	// cluster is a version 5 stream's cluster identity.
+	cluster []byte
 }
 
 func readHeader(r *hashingReader, version int) (snapshotHeaderFields, error) {
@@ -239,7 +260,7 @@ func readHeader(r *hashingReader, version int) (snapshotHeaderFields, error) {
 	if h.count, err = binary.ReadUvarint(r); err != nil {
 		return h, fmt.Errorf("read snapshot count: %w", ErrTruncated)
 	}
-	if version < SnapshotVersion {
+	if version < snapshotVersionFeed {
 		return h, nil
 	}
 	for _, v := range [...]*uint64{&h.feed.Seq, &h.feed.PrunedThrough, &h.feed.Total, &h.feed.Events} {
@@ -251,6 +272,20 @@ func readHeader(r *hashingReader, version int) (snapshotHeaderFields, error) {
 	// PrunedThrough.
 	if h.feed.PrunedThrough > h.feed.Seq || h.feed.Events != h.feed.Seq-h.feed.PrunedThrough {
 		return h, fmt.Errorf("%w: snapshot feed: %d events after %d up to %d", ErrMalformed, h.feed.Events, h.feed.PrunedThrough, h.feed.Seq)
+	}
+	if version < SnapshotVersion {
+		return h, nil
+	}
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return h, fmt.Errorf("read snapshot cluster identity: %w", ErrTruncated)
+	}
+	if n == 0 || n > MaxClusterID {
+		return h, fmt.Errorf("%w: snapshot cluster identity of %d bytes", ErrMalformed, n)
+	}
+	h.cluster = make([]byte, n)
+	if _, err := io.ReadFull(r, h.cluster); err != nil {
+		return h, fmt.Errorf("read snapshot cluster identity: %w", ErrTruncated)
 	}
 	return h, nil
 }
@@ -447,9 +482,12 @@ func (m *Machine) WriteSnapshot(w io.Writer) error {
 
 // Restore replaces the whole state with the snapshot read from r, built in
 // a fresh store. The Raft configuration and term the stream lacks are
-// kept from the current state. On error the state is unchanged.
+// kept from the current state; the cluster identity is the stream's. On
+// error the state is unchanged.
 func (m *Machine) Restore(r io.Reader) error {
-	_, err := m.RestoreWith(r, m.Meta())
+	base := m.Meta()
+	base.Cluster = nil
+	_, err := m.RestoreWith(r, base)
 	return err
 }
 
