@@ -25,6 +25,9 @@ type BackupInfo struct {
 	// LegacyDigest is, for a backup of an in-memory release, the digest
 	// (version 1) that release showed for it.
 	LegacyDigest string
+	// Cluster is the cluster identity: of the state backed up, or the new
+	// one a restore gives (hex; "" for a state without one).
+	Cluster string
 }
 
 // Backup writes a consistent backup of the state to w: it confirms
@@ -40,7 +43,8 @@ func (n *Node) Backup(ctx context.Context, w io.Writer) (BackupInfo, error) {
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("write backup: %w", err)
 	}
-	return BackupInfo{SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: cw.n, Applied: meta.Applied, Digest: meta.Digest(), Records: int(meta.Records)}, nil
+	return BackupInfo{SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: cw.n, Applied: meta.Applied, Digest: meta.Digest(), Records: int(meta.Records),
+		Cluster: hex.EncodeToString(meta.Cluster)}, nil
 }
 
 type countingWriter struct {
@@ -59,7 +63,10 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // order, every record) before the store is put in place, with a Raft
 // configuration of this one server. `serve` on dataDir then starts a
 // one-node cluster holding exactly the backup's state; more servers join it
-// as usual. A data dir that already holds Raft state is refused. Backups of
+// empty. The restored state gets a new cluster identity: it seeds a new
+// cluster, and the servers of the one backed up (or of any other) refuse
+// to replicate with it. A data dir that already holds Raft state is
+// refused. Backups of
 // the in-memory releases (stream versions 1 and 2) restore too; for those,
 // LegacyDigest is the digest that release showed.
 func RestoreBackup(dataDir, nodeID, raftAddr string, backup io.Reader) (BackupInfo, error) {
@@ -87,7 +94,7 @@ func RestoreBackup(dataDir, nodeID, raftAddr string, backup io.Reader) (BackupIn
 	conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(nodeID), Address: raft.ServerAddress(raftAddr)}}}
 	h := sha256.New()
 	cr := &countingReader{r: io.TeeReader(backup, h)}
-	info, err := m.RestoreWith(cr, fsm.Meta{Term: 1, Config: raft.EncodeConfiguration(conf)})
+	info, err := m.RestoreWith(cr, fsm.Meta{Term: 1, Config: raft.EncodeConfiguration(conf), Cluster: NewClusterID()})
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("backup is not usable: %w", err)
 	}
@@ -96,7 +103,7 @@ func RestoreBackup(dataDir, nodeID, raftAddr string, backup io.Reader) (BackupIn
 		return BackupInfo{}, fmt.Errorf("store term: %w", err)
 	}
 	return BackupInfo{SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: cr.n, Applied: info.Meta.Applied,
-		Digest: info.Meta.Digest(), Records: int(info.Meta.Records), LegacyDigest: info.LegacyDigest}, nil
+		Digest: info.Meta.Digest(), Records: int(info.Meta.Records), LegacyDigest: info.LegacyDigest, Cluster: hex.EncodeToString(info.Meta.Cluster)}, nil
 }
 
 type countingReader struct {

@@ -32,6 +32,7 @@ const (
 	subnetRolling
 	subnetDeadCleanup
 	subnetMove
+	subnetIdentity
 )
 
 func id(key string) *idempb.RecordId {

@@ -35,6 +35,12 @@ type memberMeta struct {
 	// (fsm.LastLevel); releases before it was gossiped apply
 	// fsm.BaseLevel and do not send it.
 	Applies int `json:"applies,omitempty"`
+	// Cluster is the identity of the cluster whose state the node holds,
+	// in hex (identity.go); State says it holds Raft state at all. A node
+	// that sends neither holds no state, or runs an older release (Applies
+	// tells which).
+	Cluster string `json:"cluster,omitempty"`
+	State   bool   `json:"state,omitempty"`
 }
 
 // Member is one server as membership sees it.
@@ -47,6 +53,10 @@ type Member struct {
 	InCluster bool
 	// Applies is the newest command level the member's release applies.
 	Applies int
+	// Cluster is the identity of the cluster whose state it holds, in hex
+	// ("" for none); HasState says it holds Raft state.
+	Cluster  string
+	HasState bool
 	// Since is when the member entered its current state, as this node
 	// observed it (zero for members seen alive since start).
 	Since time.Time
@@ -63,6 +73,7 @@ type membership struct {
 	list *memberlist.Memberlist
 	// keyring encrypts gossip; nil when it is plaintext.
 	keyring *memberlist.Keyring
+	log     *slog.Logger
 	events  chan memberlist.NodeEvent
 	// changed receives a signal (coalesced) after every membership change.
 	changed chan struct{}
@@ -105,7 +116,7 @@ func newMembership(cfg Config, meta memberMeta, logger *slog.Logger) (*membershi
 	if err != nil {
 		return nil, err
 	}
-	m := &membership{keyring: keyring, meta: meta, table: map[string]Member{}, events: make(chan memberlist.NodeEvent, 256),
+	m := &membership{keyring: keyring, log: logger, meta: meta, table: map[string]Member{}, events: make(chan memberlist.NodeEvent, 256),
 		changed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go m.consume()
 	mc := memberlist.DefaultLANConfig()
@@ -202,6 +213,19 @@ func (m *membership) setInCluster(v bool) {
 	}
 }
 
+// setIdentity updates the advertised identity and state and gossips them.
+func (m *membership) setIdentity(cluster string, hasState bool) {
+	m.mu.Lock()
+	changed := m.meta.Cluster != cluster || m.meta.State != hasState
+	m.meta.Cluster, m.meta.State = cluster, hasState
+	m.mu.Unlock()
+	if changed {
+		if err := m.list.UpdateNode(5 * time.Second); err != nil {
+			m.log.Warn("gossip the cluster identity", "err", err)
+		}
+	}
+}
+
 // consume applies memberlist's events to the table until shutdown.
 func (m *membership) consume() {
 	defer close(m.done)
@@ -246,6 +270,7 @@ func memberOf(n *memberlist.Node) Member {
 	if json.Unmarshal(n.Meta, &meta) == nil {
 		mem.Raft, mem.GRPC, mem.InCluster, mem.leaving = meta.Raft, meta.GRPC, meta.InCluster, meta.Leaving
 		mem.Applies = max(fsm.BaseLevel, meta.Applies)
+		mem.Cluster, mem.HasState = meta.Cluster, meta.State
 	}
 	return mem
 }

@@ -23,6 +23,9 @@ type metrics struct {
 	// tombstonesWithheld counts Claims and Completes proposed without their
 	// tombstone time because a voter runs an older release.
 	tombstonesWithheld prometheus.Counter
+	// foreignRefused counts Raft connections refused because the peer
+	// holds another cluster's state (peerhandshake.go).
+	foreignRefused prometheus.Counter
 }
 
 // The stages a snapshot can fail in (idemnode_snapshot_failures_total).
@@ -57,6 +60,8 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 			Help: "Commands the leader proposed together in one log entry (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
 		tombstonesWithheld: prometheus.NewCounter(prometheus.CounterOpts{Name: "idemnode_tombstones_withheld_total",
 			Help: "Claims and completes this leader proposed without their tombstone time: a voter runs a release without tombstones."}),
+		foreignRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "idemnode_raft_foreign_connections_refused_total",
+			Help: "Raft connections, dialed or accepted, refused because the peer holds the state of another cluster (its identity differs)."}),
 	}
 	// Every stage exists from the start, so an alert on its increase sees
 	// the first failure rather than a series appearing.
@@ -69,7 +74,7 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 		return
 	}
 	collectors := []prometheus.Collector{
-		m.leaderChanges, m.expired, m.applyBatch, m.snapshot, m.snapshotFailures, m.restores, m.proposalSize, m.tombstonesWithheld,
+		m.leaderChanges, m.expired, m.applyBatch, m.snapshot, m.snapshotFailures, m.restores, m.proposalSize, m.tombstonesWithheld, m.foreignRefused,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemnode_raft_state",
 			Help: "Raft state: 0 follower, 1 candidate, 2 leader, 3 shutdown."},
 			func() float64 { return float64(n.raft.State()) }),

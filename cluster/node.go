@@ -53,6 +53,11 @@ type Node struct {
 	// (Unix ns; upgrade.go).
 	withheldWarned atomic.Int64
 
+	// fatal receives the fault the node cannot run past (Fatal).
+	fatal chan error
+	// refusals reports Raft connections refused for another cluster.
+	refusals refusalLog
+
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	closeErr error
@@ -77,7 +82,8 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: log, fsm: newTrackedFSM(machine), opened: time.Now(),
-		leaderNotify: make(chan bool, 16), commits: newCommitter(), stop: make(chan struct{})}
+		leaderNotify: make(chan bool, 16), commits: newCommitter(), stop: make(chan struct{}), fatal: make(chan error, 1)}
+	n.refusals.log = log
 	n.snaps = newStoreSnapshots(n.Machine)
 	n.fsm.installs = n.snaps
 	n.registerMetrics(cfg.Metrics)
@@ -98,6 +104,9 @@ func Open(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
+	// After membership: it gossips the identity.
+	n.wg.Add(1)
+	go n.runIdentity()
 	return n, nil
 }
 
@@ -134,10 +143,11 @@ func (n *Node) openRaft() (bool, error) {
 	if err := n.termAtLeastStore(); err != nil {
 		return false, err
 	}
-	n.stream, err = newStreamLayer(n.cfg)
+	stream, err := newStreamLayer(n.cfg)
 	if err != nil {
 		return false, err
 	}
+	n.stream = &identityStreamLayer{StreamLayer: stream, local: func() []byte { return n.Machine().Cluster() }, refused: n.refusedPeer}
 	tc := &raft.NetworkTransportConfig{Stream: n.stream, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog}
 	if n.cfg.GossipAddr != "" {
 		tc.ServerAddressProvider = &n.addrs

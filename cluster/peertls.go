@@ -56,15 +56,16 @@ func (s *tlsStreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (n
 }
 
 // verifyPeer proves that the server at a Raft address holds a certificate
-// of the cluster CA before it gets a vote: gossip only shows that it knows
-// the gossip key, and a voter nobody can replicate to would weaken the
-// quorum. Without peer TLS there is nothing to prove.
+// of the cluster CA, and not the state of another cluster, before it gets
+// a vote: gossip only shows that it knows the gossip key, and a voter
+// nobody can replicate to would weaken the quorum. It dials through the
+// whole stream layer, so the identity handshake runs too. Without peer TLS
+// and before this cluster has an identity there is nothing to prove.
 func (n *Node) verifyPeer(addr string) error {
-	s, ok := n.stream.(*tlsStreamLayer)
-	if !ok {
+	if n.cfg.PeerTLS == nil && len(n.Machine().Cluster()) == 0 {
 		return nil
 	}
-	c, err := s.Dial(raft.ServerAddress(addr), 5*time.Second)
+	c, err := n.stream.Dial(raft.ServerAddress(addr), 5*time.Second)
 	if err != nil {
 		return err
 	}

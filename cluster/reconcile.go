@@ -57,8 +57,13 @@ func (n *Node) reconcile() {
 }
 
 func (n *Node) addVoter(m Member) {
+	if err := admits(n.ClusterID(), m); err != nil {
+		n.refusals.report(m.ID, "not adding voter", "id", m.ID, "raft", m.Raft, "err", err)
+		return
+	}
 	if err := n.verifyPeer(m.Raft); err != nil {
-		n.log.Warn("not adding voter: its Raft address does not prove a certificate of the cluster CA", "id", m.ID, "raft", m.Raft, "err", err)
+		n.refusals.report(m.ID, "not adding voter: its Raft address does not prove a certificate of the cluster CA, or holds another cluster's state",
+			"id", m.ID, "raft", m.Raft, "err", err)
 		return
 	}
 	n.log.Info("adding voter", "id", m.ID, "raft", m.Raft)

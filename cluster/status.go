@@ -17,6 +17,9 @@ type Status struct {
 	Records      int
 	Digest       string
 	FSMTime      int64
+	// Cluster is the identity of the cluster whose state the node holds
+	// (hex; "" before the cluster has one).
+	Cluster string
 }
 
 // Status reports the node's raft state and a digest of its state machine.
@@ -37,6 +40,7 @@ func (n *Node) Status() Status {
 		Records:      m.Len(),
 		Digest:       digest,
 		FSMTime:      m.Now(),
+		Cluster:      n.ClusterID(),
 	}
 }
 

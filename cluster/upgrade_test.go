@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
+	"github.com/idemnode/idemnode/internal/testcluster"
 	"github.com/idemnode/idemnode/store"
 )
 
@@ -80,6 +82,7 @@ func testUpgrade(t *testing.T, cutShort bool) {
 	if again.Machine().Digest() != digest {
 		t.Fatal("the second start holds another state than the first")
 	}
+	checkGetsIdentity(t, again, digest)
 	checkRetryAnswered(t, again, want.Records[0])
 }
 
@@ -215,6 +218,22 @@ func TestUpgradeFromStoreFormat1(t *testing.T) {
 		t.Fatal("the second start holds another state or store than the first")
 	}
 	checkRetryAnswered(t, again, want.Records[0])
+	checkGetsIdentity(t, again, again.Machine().Digest())
+}
+
+// checkGetsIdentity: a data dir written before cluster identities gets
+// one, through the log, and keeps its state (the digest stays).
+func checkGetsIdentity(t *testing.T, n *cluster.Node, digest string) {
+	t.Helper()
+	testcluster.Eventually(t, 20*time.Second, "an identity for the upgraded state", func() error {
+		if n.ClusterID() == "" {
+			return fmt.Errorf("no identity yet")
+		}
+		return nil
+	})
+	if got := n.Machine().Digest(); got != digest {
+		t.Fatalf("the identity changed the state: digest %s, was %s", got, digest)
+	}
 }
 
 // currentStore returns the store dir the data dir's CURRENT names.
