@@ -23,6 +23,7 @@ func (s *Server) Status(context.Context, *idempb.StatusRequest) (*idempb.StatusR
 		Records:      uint64(st.Records),
 		Digest:       st.Digest,
 		FsmTime:      timestamp(st.FSMTime),
+		ClusterId:    st.Cluster,
 	}, nil
 }
 
@@ -35,7 +36,7 @@ func (s *Server) Members(context.Context, *idempb.MembersRequest) (*idempb.Membe
 	out := &idempb.MembersResponse{}
 	for _, mem := range m.Members {
 		out.Members = append(out.Members, &idempb.Member{Id: mem.ID, GossipAddr: mem.Gossip,
-			RaftAddr: mem.Raft, GrpcAddr: mem.GRPC, State: mem.State})
+			RaftAddr: mem.Raft, GrpcAddr: mem.GRPC, State: mem.State, ClusterId: mem.Cluster})
 	}
 	for _, srv := range m.Servers {
 		out.Servers = append(out.Servers, &idempb.RaftServer{Id: srv.ID, Address: srv.Address, Voter: srv.Voter})

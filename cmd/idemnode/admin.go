@@ -23,6 +23,8 @@ type memberView struct {
 	Gossip string `json:"gossip_addr"`
 	Raft   string `json:"raft_addr"`
 	GRPC   string `json:"grpc_addr"`
+	// Cluster is the identity of the cluster whose state it holds.
+	Cluster string `json:"cluster_id,omitempty"`
 }
 
 type serverView struct {
@@ -59,7 +61,7 @@ func (c *clientFlags) printMembers(out *idempb.MembersResponse) error {
 	v := membersView{Members: []memberView{}, Servers: []serverView{}}
 	for _, m := range out.GetMembers() {
 		v.Members = append(v.Members, memberView{ID: m.GetId(), State: m.GetState(), Gossip: m.GetGossipAddr(),
-			Raft: m.GetRaftAddr(), GRPC: m.GetGrpcAddr()})
+			Raft: m.GetRaftAddr(), GRPC: m.GetGrpcAddr(), Cluster: m.GetClusterId()})
 	}
 	for _, s := range out.GetServers() {
 		v.Servers = append(v.Servers, serverView{ID: s.GetId(), Address: s.GetAddress(), Voter: s.GetVoter()})
@@ -69,7 +71,7 @@ func (c *clientFlags) printMembers(out *idempb.MembersResponse) error {
 	}
 	fmt.Println("gossip members:")
 	for _, m := range v.Members {
-		fmt.Printf("  %-12s %-8s gossip=%s raft=%s grpc=%s\n", m.ID, m.State, m.Gossip, m.Raft, m.GRPC)
+		fmt.Printf("  %-12s %-8s gossip=%s raft=%s grpc=%s cluster=%s\n", m.ID, m.State, m.Gossip, m.Raft, m.GRPC, orDefault(m.Cluster, "none"))
 	}
 	fmt.Println("raft servers:")
 	for _, s := range v.Servers {

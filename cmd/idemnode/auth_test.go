@@ -103,7 +103,7 @@ func TestServeWithAuth(t *testing.T) {
 	s.cliJSON(0, &tenantView, "status", "--auth-token", acme)
 	s.cliJSON(0, &adminView, "status", "--auth-token-file", opsFile)
 	if _, ok := tenantView["digest"]; ok || adminView["digest"] == "" || tenantView["state"] != "leader" ||
-		fmt.Sprint(tenantView["redacted"]) != "[term commit_index applied_index records digest fsm_time]" || adminView["redacted"] != nil {
+		fmt.Sprint(tenantView["redacted"]) != "[term commit_index applied_index records digest fsm_time cluster_id]" || adminView["redacted"] != nil {
 		t.Fatalf("status for a tenant %v, for an admin %v: want the digest for the admin only, the rest redacted for the tenant", tenantView, adminView)
 	}
 	if stdout, _, code := cli(t, "status", "--addr", s.grpc, "--auth-token", acme); code != exitOK ||

@@ -313,7 +313,7 @@ func TestStatusPrintsEveryField(t *testing.T) {
 		name, _, _ := strings.Cut(line, ": ")
 		names = append(names, name)
 	}
-	want := "node_id state leader_id leader_addr term commit_index applied_index records digest fsm_time"
+	want := "node_id state leader_id leader_addr term commit_index applied_index records digest fsm_time cluster_id"
 	if code != exitOK || strings.Join(names, " ") != want || !strings.Contains(stdout, "\nrecords: 0\n") {
 		t.Errorf("status: exit %d, stderr %q, stdout:\n%s\nwant the fields %s, with records: 0", code, stderr, stdout, want)
 	}
@@ -358,7 +358,7 @@ func TestStatusAndHTTP(t *testing.T) {
 	var st map[string]any
 	s.cliJSON(0, &st, "status")
 	for _, field := range []string{"node_id", "state", "leader_id", "leader_addr", "term", "commit_index",
-		"applied_index", "records", "digest", "fsm_time"} {
+		"applied_index", "records", "digest", "fsm_time", "cluster_id"} {
 		if _, ok := st[field]; !ok {
 			t.Errorf("status has no %q: %v", field, st)
 		}

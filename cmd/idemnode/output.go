@@ -118,6 +118,7 @@ type statusView struct {
 	Records      *uint64  `json:"records,omitempty"`
 	Digest       *string  `json:"digest,omitempty"`
 	FSMTime      *string  `json:"fsm_time,omitempty"`
+	ClusterID    *string  `json:"cluster_id,omitempty"`
 	Redacted     []string `json:"redacted,omitempty"`
 }
 
@@ -184,11 +185,11 @@ func statusViewOf(s *idempb.StatusResponse) statusView {
 	// A full answer always carries the digest of the state, records or
 	// not; only the redacted one has none.
 	if s.GetDigest() == "" {
-		v.Redacted = []string{"term", "commit_index", "applied_index", "records", "digest", "fsm_time"}
+		v.Redacted = []string{"term", "commit_index", "applied_index", "records", "digest", "fsm_time", "cluster_id"}
 		return v
 	}
 	v.Term, v.CommitIndex, v.AppliedIndex, v.Records = ptr(s.GetTerm()), ptr(s.GetCommitIndex()), ptr(s.GetAppliedIndex()), ptr(s.GetRecords())
-	v.Digest, v.FSMTime = ptr(s.GetDigest()), ptr(tsString(s.GetFsmTime()))
+	v.Digest, v.FSMTime, v.ClusterID = ptr(s.GetDigest()), ptr(tsString(s.GetFsmTime())), ptr(s.GetClusterId())
 	return v
 }
 

@@ -57,6 +57,9 @@ type server struct {
 	// flags), clientFlags to cliJSON's.
 	serveFlags, clientFlags []string
 
+	// bin is the executable to run; empty runs the one TestMain built.
+	bin string
+
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the process has exited
 	err    error         // Wait's answer, once exited is closed
@@ -122,7 +125,7 @@ func (s *server) launch() {
 		s.t.Fatalf("open server log: %v", err)
 	}
 	defer logFile.Close()
-	s.cmd = exec.Command(binary, append([]string{"serve", "--node-id", cmp.Or(s.nodeID, "n1"), "--data-dir", s.dataDir,
+	s.cmd = exec.Command(cmp.Or(s.bin, binary), append([]string{"serve", "--node-id", cmp.Or(s.nodeID, "n1"), "--data-dir", s.dataDir,
 		"--grpc-addr", s.grpc, "--raft-addr", s.raft, "--http-addr", s.http, "--gossip-addr", s.gossip, "--api-addr", s.api}, s.serveFlags...)...)
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	if err := s.cmd.Start(); err != nil {

@@ -327,11 +327,15 @@ func serve(ctx context.Context, f serveFlags) error {
 	go followReadiness(ctx, node, api)
 	f.auth.watchTokens(ctx, tokens, log)
 	go sec.watch(ctx, node, log)
+	var fatal error
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
 	case err := <-errc:
 		return runtimeError{fmt.Errorf("server: %w", err)}
+	case fatal = <-node.Fatal():
+		// The node cannot go on (its data dir holds another cluster's
+		// state): leave gossip and stop like a SIGTERM, then say why.
 	}
 	// Hand leadership over and leave gossip while the API still answers, so
 	// in-flight calls finish or are forwarded to the new leader.
@@ -346,6 +350,9 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	if err := node.Close(); err != nil {
 		return runtimeError{err}
+	}
+	if fatal != nil {
+		return runtimeError{fatal}
 	}
 	return nil
 }

@@ -29,6 +29,10 @@ type backupView struct {
 	// LegacyDigest is set when restoring a backup of an in-memory release:
 	// the digest (version 1) that release showed, to compare with it.
 	LegacyDigest string `json:"digest_v1,omitempty"`
+	// ClusterID is, after a restore, the new cluster's identity: the
+	// restored node seeds a new cluster, which the old one's servers
+	// refuse to replicate with.
+	ClusterID string `json:"cluster_id,omitempty"`
 }
 
 func newSnapshotCmd() *cobra.Command {
@@ -146,7 +150,7 @@ func newSnapshotRestoreCmd() *cobra.Command {
 			}
 			c := clientFlags{output: output}
 			return c.print(backupView{File: args[0], Bytes: info.Bytes, SHA256: info.SHA256, AppliedIndex: info.Applied,
-				Digest: info.Digest, Records: info.Records, LegacyDigest: info.LegacyDigest}, idempb.Outcome_OUTCOME_OK)
+				Digest: info.Digest, Records: info.Records, LegacyDigest: info.LegacyDigest, ClusterID: info.Cluster}, idempb.Outcome_OUTCOME_OK)
 		},
 	}
 	fl := cmd.Flags()

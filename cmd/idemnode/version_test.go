@@ -27,7 +27,7 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("version: exit %d, stderr %q", code, stderr)
 	}
 	for _, line := range []string{"idemnode dev\n", "commit: ", "go: " + runtime.Version() + " ",
-		"format log_command: writes v2, reads v1-v2\n", "format snapshot_stream: writes v4, reads v1-v4\n",
+		"format log_command: writes v2, reads v1-v2\n", "format snapshot_stream: writes v5, reads v1-v5\n",
 		"format store: writes v3, reads v1-v3\n", "format digest: writes v2, reads v1-v2\n"} {
 		if !strings.Contains(text, line) {
 			t.Errorf("version prints\n%s\nwithout %q", text, line)
@@ -64,11 +64,13 @@ func TestVersionFormatsMatchFSM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A state with an event of the abandoned feed, which only the newest
-	// stream version carries (a state without one streams as version 3).
+	// A state with an event of the abandoned feed and a cluster identity,
+	// which only the newest stream version carries (a state without them
+	// streams as version 3).
 	m.Apply(1, &fsm.Command{Type: fsm.TypeClaim, Now: 1, Key: fsm.RecordKey{Key: "k"}, Owner: "o",
 		Lease: int64(time.Second), TTL: int64(time.Hour), WatchAbandon: true})
 	m.Apply(2, &fsm.Command{Type: fsm.TypeExpire, Now: 1 + int64(2*time.Second), Limit: 10})
+	m.Apply(3, &fsm.Command{Type: fsm.TypeIdentify, Cluster: []byte("cluster")})
 	if m.Meta().Feed.Events == 0 {
 		t.Fatal("no event to stream")
 	}

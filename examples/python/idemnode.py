@@ -452,7 +452,7 @@ class Client:
     def status(self) -> dict:
         """The answering node's view: node_id, state (leader, follower, ...),
         leader_id, leader_addr, term, commit_index, applied_index, records,
-        digest, fsm_time; keys in snake_case, counters as int."""
+        digest, fsm_time, cluster_id; keys in snake_case, counters as int."""
         m = self._call("GET", "/v1/status")
         out = {}
         for k, v in m.items():

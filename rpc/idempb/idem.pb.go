@@ -1922,13 +1922,17 @@ type StatusResponse struct {
 	State    string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
 	LeaderId string `protobuf:"bytes,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
 	// leader_addr is the leader's gRPC address.
-	LeaderAddr    string                 `protobuf:"bytes,4,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
-	Term          uint64                 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
-	CommitIndex   uint64                 `protobuf:"varint,6,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	Records       uint64                 `protobuf:"varint,8,opt,name=records,proto3" json:"records,omitempty"`
-	Digest        string                 `protobuf:"bytes,9,opt,name=digest,proto3" json:"digest,omitempty"`
-	FsmTime       *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=fsm_time,json=fsmTime,proto3" json:"fsm_time,omitempty"`
+	LeaderAddr   string                 `protobuf:"bytes,4,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	Term         uint64                 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
+	CommitIndex  uint64                 `protobuf:"varint,6,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Records      uint64                 `protobuf:"varint,8,opt,name=records,proto3" json:"records,omitempty"`
+	Digest       string                 `protobuf:"bytes,9,opt,name=digest,proto3" json:"digest,omitempty"`
+	FsmTime      *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=fsm_time,json=fsmTime,proto3" json:"fsm_time,omitempty"`
+	// cluster_id is the identity of the cluster whose state the node holds
+	// (hex; empty before the cluster has one). Raft connections between
+	// servers of different identities are refused.
+	ClusterId     string `protobuf:"bytes,11,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2033,6 +2037,13 @@ func (x *StatusResponse) GetFsmTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *StatusResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
 type MembersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2077,7 +2088,10 @@ type Member struct {
 	RaftAddr   string                 `protobuf:"bytes,3,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
 	GrpcAddr   string                 `protobuf:"bytes,4,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
 	// state is alive, suspect, dead or left.
-	State         string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	State string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	// cluster_id is the identity of the cluster whose state the member
+	// holds, as it gossips it (hex; empty: none, or an older release).
+	ClusterId     string `protobuf:"bytes,6,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2143,6 +2157,13 @@ func (x *Member) GetGrpcAddr() string {
 func (x *Member) GetState() string {
 	if x != nil {
 		return x.State
+	}
+	return ""
+}
+
+func (x *Member) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
 	}
 	return ""
 }
@@ -2720,7 +2741,7 @@ const file_idem_proto_rawDesc = "" +
 	"\x15ListAbandonedResponse\x121\n" +
 	"\arecords\x18\x01 \x03(\v2\x17.idem.v1.AbandonedEventR\arecords\x12$\n" +
 	"\x0enext_after_seq\x18\x02 \x01(\x04R\fnextAfterSeq\"\x0f\n" +
-	"\rStatusRequest\"\xc2\x02\n" +
+	"\rStatusRequest\"\xe1\x02\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -2733,15 +2754,19 @@ const file_idem_proto_rawDesc = "" +
 	"\arecords\x18\b \x01(\x04R\arecords\x12\x16\n" +
 	"\x06digest\x18\t \x01(\tR\x06digest\x125\n" +
 	"\bfsm_time\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\afsmTime\"\x10\n" +
-	"\x0eMembersRequest\"\x89\x01\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\afsmTime\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\v \x01(\tR\tclusterId\"\x10\n" +
+	"\x0eMembersRequest\"\xa8\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vgossip_addr\x18\x02 \x01(\tR\n" +
 	"gossipAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x04 \x01(\tR\bgrpcAddr\x12\x14\n" +
-	"\x05state\x18\x05 \x01(\tR\x05state\"L\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x06 \x01(\tR\tclusterId\"L\n" +
 	"\n" +
 	"RaftServer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
