@@ -112,8 +112,11 @@ func Open(cfg Config) (*Node, error) {
 
 // startMembership joins gossip and starts bootstrap, join and reconcile.
 func (n *Node) startMembership(existing bool) error {
+	// The identity and whether the node holds state are in the first
+	// metadata gossip sends: the leader may decide on a node as soon as
+	// it is seen (identity.go).
 	meta := memberMeta{Version: 1, Raft: n.RaftAddr(), GRPC: n.cfg.GRPCAdvertise, Expect: n.cfg.BootstrapExpect, InCluster: existing,
-		Applies: fsm.LastLevel}
+		Applies: fsm.LastLevel, Cluster: n.ClusterID(), State: existing || n.hasState()}
 	var err error
 	if n.members, err = newMembership(n.cfg, meta, n.log); err != nil {
 		return err
