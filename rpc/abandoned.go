@@ -45,6 +45,16 @@ type feedScope struct {
 
 func (f feedScope) has(ev *fsm.Event) bool { return f.all || ev.Tenant == f.tenant }
 
+// arg is the scope as a request's tenant field names it. A call forwarded
+// to the leader names the scope resolved here: the leader sees a peer, not
+// the caller, so an empty tenant would be the peer's (none).
+func (f feedScope) arg() string {
+	if f.all {
+		return allTenants
+	}
+	return f.tenant
+}
+
 // scopeOf resolves a feed request's tenant against the caller: empty is
 // the caller's tenant, "*" every tenant (an admin, or any caller without
 // --auth), another tenant needs an admin or a delegate.
@@ -89,7 +99,7 @@ func (s *Server) WatchAbandoned(req *idempb.WatchAbandonedRequest, stream grpc.S
 	if err != nil {
 		return toStatus(err, s.log)
 	}
-	if err := s.checkFeedCursor(ctx, req.GetTenant(), req.GetAfterSeq()); err != nil {
+	if err := s.checkFeedCursor(ctx, scope, req.GetAfterSeq()); err != nil {
 		return err
 	}
 	m := s.backend.Machine()
@@ -183,7 +193,8 @@ func (s *Server) ListAbandoned(ctx context.Context, req *idempb.ListAbandonedReq
 			}
 			return s.listAbandoned(scope, after, size)
 		}, viaUnary(s, func(ctx context.Context, c *grpc.ClientConn) (*idempb.ListAbandonedResponse, error) {
-			return idempb.NewIdempotencyClient(c).ListAbandoned(ctx, req)
+			return idempb.NewIdempotencyClient(c).ListAbandoned(ctx,
+				&idempb.ListAbandonedRequest{Tenant: scope.arg(), AfterSeq: after, PageSize: uint32(size)})
 		}))
 	}
 	out, err := s.listAbandoned(scope, req.GetAfterSeq(), size)

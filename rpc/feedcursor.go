@@ -47,7 +47,7 @@ func (s *Server) feedCursorWithin(ctx context.Context, cursor uint64) error {
 // follower forwards a one-record ListAbandoned after the same cursor, which
 // the leader refuses the same way). A cursor that passes may still be
 // ahead of this node: the watch then waits until the node has applied it.
-func (s *Server) checkFeedCursor(ctx context.Context, tenant string, cursor uint64) error {
+func (s *Server) checkFeedCursor(ctx context.Context, scope feedScope, cursor uint64) error {
 	if cursor <= s.backend.Machine().Meta().Feed.Seq {
 		return nil
 	}
@@ -55,7 +55,7 @@ func (s *Server) checkFeedCursor(ctx context.Context, tenant string, cursor uint
 		return struct{}{}, s.feedCursorWithin(ctx, cursor)
 	}, viaUnary(s, func(ctx context.Context, c *grpc.ClientConn) (struct{}, error) {
 		_, err := idempb.NewIdempotencyClient(c).ListAbandoned(ctx,
-			&idempb.ListAbandonedRequest{Tenant: tenant, AfterSeq: cursor, PageSize: 1})
+			&idempb.ListAbandonedRequest{Tenant: scope.arg(), AfterSeq: cursor, PageSize: 1})
 		return struct{}{}, err
 	}))
 	return err

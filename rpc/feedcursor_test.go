@@ -3,6 +3,7 @@ package rpc_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -23,12 +26,19 @@ import (
 // subnetFeedFollower is TestFeedCursorFromTheLeaderOnALaggingFollower's.
 const subnetFeedFollower = 187
 
-// abandonOn claims key through nd with a lease that lapses at once and
-// returns when the leader's feed has reported the abandonment, with the
-// leader's last sequence then.
+// feedToken is tenant acme's bearer token in that test.
+const feedToken = "acme-feed-token-000001"
+
+// asAcme adds acme's token to ctx.
+func asAcme(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+feedToken)
+}
+
+// abandonOn claims key as acme on the leader with a lease that lapses at
+// once and returns the sequence of the event that reports it.
 func abandonOn(t *testing.T, c *testcluster.Cluster, key string) uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(asAcme(context.Background()), 30*time.Second)
 	defer cancel()
 	leader := c.WaitLeader(30 * time.Second)
 	won, err := leader.Client().Claim(ctx, &idempb.ClaimRequest{Id: &idempb.RecordId{Key: key}, Owner: "o",
@@ -36,26 +46,28 @@ func abandonOn(t *testing.T, c *testcluster.Cluster, key string) uint64 {
 	if err != nil || won.GetOutcome() != idempb.Outcome_OUTCOME_WON {
 		t.Fatalf("claim %s on %s: %v %v", key, leader.ID, won, err)
 	}
-	var last uint64
+	var seq uint64
 	testutil.WaitFor(t, 20*time.Second, "the abandonment of "+key, func() bool {
 		page, err := leader.Client().ListAbandoned(ctx, &idempb.ListAbandonedRequest{PageSize: 1000})
 		for _, ev := range page.GetRecords() {
 			if err == nil && ev.GetId().GetKey() == key {
-				last = ev.GetSeq()
+				seq = ev.GetSeq()
 				return true
 			}
 		}
 		return false
 	})
-	return last
+	return seq
 }
 
 // TestFeedCursorFromTheLeaderOnALaggingFollower: a cursor taken on the
 // leader is legitimately ahead of a follower that lags (here: cut off). The
 // follower must not refuse it as ahead of the cluster: while it cannot
-// reach the leader, a ListAbandoned after the cursor runs out of time
-// instead of being refused, and a watch from the cursor waits, then streams
-// the next event once the follower is back.
+// reach the leader, a ListAbandoned after the cursor waits instead (and
+// runs out of time), and once the follower is back the list is answered by
+// the leader, for the caller's tenant (the cluster runs with TLS and
+// tokens: the leader sees the follower as a peer, not the caller), and a
+// watch from the cursor streams the next event.
 func TestFeedCursorFromTheLeaderOnALaggingFollower(t *testing.T) {
 	t.Parallel()
 	if err := netfault.Available(); err != nil {
@@ -66,40 +78,66 @@ func TestFeedCursorFromTheLeaderOnALaggingFollower(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
+	auth, err := rpc.NewAuthenticator(rpc.AuthConfig{Tokens: testcluster.Tokens(t, map[string]string{feedToken: "acme"})})
+	if err != nil {
+		t.Fatal(err)
+	}
 	limits := rpc.DefaultLimits()
 	limits.MinLease = 100 * time.Millisecond
-	var watches atomic.Int64 // WatchAbandoned calls the follower's handler began
-	var follower *testcluster.Node
+	// Feed calls the follower's handlers began, counted once it is known.
+	var followerIP atomic.Pointer[string]
+	var lists, watches atomic.Int64
+	onFollower := func(ctx context.Context, method string) {
+		pr, ok := peer.FromContext(ctx)
+		ip := followerIP.Load()
+		if !ok || ip == nil || pr.LocalAddr == nil || !strings.HasPrefix(pr.LocalAddr.String(), *ip+":") {
+			return
+		}
+		switch method {
+		case idempb.Idempotency_ListAbandoned_FullMethodName:
+			lists.Add(1)
+		case idempb.Idempotency_WatchAbandoned_FullMethodName:
+			watches.Add(1)
+		}
+	}
 	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetFeedFollower, Limits: &limits,
-		Stream: []grpc.StreamServerInterceptor{func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			if info.FullMethod == idempb.Idempotency_WatchAbandoned_FullMethodName {
-				watches.Add(1)
-			}
-			return h(srv, ss)
-		}}})
+		Security: testcluster.NewSecurity(t),
+		Unary: []grpc.UnaryServerInterceptor{auth.UnaryInterceptor(),
+			func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				onFollower(ctx, info.FullMethod)
+				return h(ctx, req)
+			}},
+		Stream: []grpc.StreamServerInterceptor{auth.StreamInterceptor(),
+			func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+				onFollower(ss.Context(), info.FullMethod)
+				return h(srv, ss)
+			}}})
 	leader := c.WaitLeader(30 * time.Second)
+	var follower *testcluster.Node
+	var others []string
 	for _, nd := range c.Nodes {
 		if nd != leader {
 			follower = nd
 		}
 	}
-	abandonOn(t, c, "before")
-	c.WaitConverged(20 * time.Second)
-
-	var others []string
 	for _, nd := range c.Nodes {
 		if nd != follower {
 			others = append(others, nd.IP)
 		}
 	}
+	followerIP.Store(&follower.IP)
+	abandonOn(t, c, "before")
+	c.WaitConverged(20 * time.Second)
+
 	if err := p.Isolate(follower.IP, others...); err != nil {
 		t.Fatal(err)
 	}
-	cursor := abandonOn(t, c, "cut-off") // the leader's cursor
-	if seq := follower.Node().Machine().Meta().Feed.Seq; seq >= cursor {
-		t.Fatalf("the cut-off follower's feed ends at %d, not behind the leader's %d", seq, cursor)
+	listCursor := abandonOn(t, c, "cut-off-1")
+	cursor := abandonOn(t, c, "cut-off-2") // the leader's cursor
+	if seq := follower.Node().Machine().Meta().Feed.Seq; seq >= listCursor {
+		t.Fatalf("the cut-off follower's feed ends at %d, not behind the leader's %d", seq, listCursor)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(asAcme(context.Background()), 60*time.Second)
 	defer cancel()
 	lctx, lcancel := context.WithTimeout(ctx, 2*time.Second)
 	_, err = follower.Client().ListAbandoned(lctx, &idempb.ListAbandonedRequest{AfterSeq: cursor})
@@ -107,14 +145,23 @@ func TestFeedCursorFromTheLeaderOnALaggingFollower(t *testing.T) {
 	if code := status.Code(err); code != codes.DeadlineExceeded && code != codes.Unavailable {
 		t.Fatalf("list after the leader's cursor on the cut-off follower: %v, want it to wait for the leader", err)
 	}
-
+	listed := testutil.Go(func() (*idempb.ListAbandonedResponse, error) {
+		return follower.Client().ListAbandoned(ctx, &idempb.ListAbandonedRequest{AfterSeq: listCursor})
+	})
 	stream, err := follower.Client().WatchAbandoned(ctx, &idempb.WatchAbandonedRequest{AfterSeq: cursor})
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, 10*time.Second, "the watch on the follower", func() bool { return watches.Load() > 0 })
+	testutil.WaitFor(t, 10*time.Second, "the list and the watch on the follower", func() bool {
+		return lists.Load() >= 2 && watches.Load() >= 1
+	})
 	if err := p.Heal(); err != nil {
 		t.Fatal(err)
+	}
+	a := testutil.Await(t, "the list after the leader's cursor on the follower", 60*time.Second, listed)
+	if got := a.V.GetRecords(); a.Err != nil || len(got) != 1 || got[0].GetId().GetKey() != "cut-off-2" ||
+		got[0].GetId().GetTenant() != "acme" {
+		t.Fatalf("list after %d on the follower once back: %v, %v; want acme's cut-off-2", listCursor, got, a.Err)
 	}
 	abandonOn(t, c, "after")
 	for {
@@ -128,9 +175,6 @@ func TestFeedCursorFromTheLeaderOnALaggingFollower(t *testing.T) {
 			}
 			break
 		}
-	}
-	if _, err := follower.Client().ListAbandoned(ctx, &idempb.ListAbandonedRequest{AfterSeq: cursor}); err != nil {
-		t.Fatalf("list after the leader's cursor on the follower: %v", err)
 	}
 	// Past the cluster's feed, the leader refuses for the follower.
 	_, err = follower.Client().ListAbandoned(ctx, &idempb.ListAbandonedRequest{AfterSeq: cursor + 100})
