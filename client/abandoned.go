@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
@@ -52,7 +55,8 @@ type FeedUpdate struct {
 // fn was given, so fn sees no event twice and misses none; store
 // CaughtUpSeq after fn handled an update and pass it as after when the
 // watcher restarts. It returns ErrFeedPruned when events after the cursor
-// are gone (docs/API.md).
+// are gone, and a *FeedCursorAheadError when the cursor is past the
+// cluster's last event (docs/API.md); neither is retried.
 func (c *Client) WatchAbandoned(ctx context.Context, tenant string, after uint64, fn func(FeedUpdate) error) error {
 	cursor := after
 	for n := 0; ; n++ {
@@ -79,6 +83,40 @@ func (c *Client) WatchAbandoned(ctx context.Context, tenant string, after uint64
 			return ctx.Err()
 		}
 	}
+}
+
+// FeedCursorAheadError refuses a cursor past the cluster's last feed
+// event; errors.Is(err, ErrFeedCursorAhead) holds. The cluster lacks the
+// events after LastSeq that the cursor counted (it was restored from an
+// older backup, or is another cluster), and numbers its next events from
+// LastSeq+1: list the records abandoned now (ListAbandoned) to reconcile,
+// then watch again after LastSeq. A node that merely lags behind the
+// leader where the cursor was taken does not refuse it.
+type FeedCursorAheadError struct {
+	// Cursor is the cursor refused; LastSeq the cluster's last event.
+	Cursor, LastSeq uint64
+	err             error // the server's status
+}
+
+// Error says which cursor was refused and where the feed ends.
+func (e *FeedCursorAheadError) Error() string {
+	return fmt.Sprintf("%v (cursor %d, last event %d): %s", ErrFeedCursorAhead, e.Cursor, e.LastSeq, status.Convert(e.err).Message())
+}
+
+// Is reports whether target is ErrFeedCursorAhead.
+func (e *FeedCursorAheadError) Is(target error) bool { return target == ErrFeedCursorAhead }
+
+// Unwrap returns the server's status error.
+func (e *FeedCursorAheadError) Unwrap() error { return e.err }
+
+// cursorAheadOf reads a FEED_CURSOR_AHEAD refusal's metadata.
+func cursorAheadOf(info *errdetails.ErrorInfo, err error) error {
+	last, lerr := strconv.ParseUint(info.GetMetadata()["last_seq"], 10, 64)
+	cursor, cerr := strconv.ParseUint(info.GetMetadata()["cursor"], 10, 64)
+	if lerr != nil || cerr != nil {
+		return fmt.Errorf("%w: %w (metadata %v)", ErrFeedCursorAhead, err, info.GetMetadata())
+	}
+	return &FeedCursorAheadError{Cursor: cursor, LastSeq: last, err: err}
 }
 
 // callbackError carries an error of the caller's fn out of the stream.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -165,5 +166,43 @@ func TestAbandonedFeedAcrossFailover(t *testing.T) {
 	now, _, err = cl.ListAbandoned(ctx, "acme", 0, 0)
 	if err != nil || len(now) != 2 || now[0].ID != second || now[1].ID != last {
 		t.Fatalf("abandoned now after the takeover: %+v %v", now, err)
+	}
+}
+
+// TestWatchAbandonedCursorAhead: a cursor past the cluster's last event
+// (kept from before the cluster was restored from an older backup) ends
+// the watch at once with a *client.FeedCursorAheadError carrying the last
+// event, instead of a watcher that is told it is caught up, or retries,
+// forever; ListAbandoned refuses it the same way.
+func TestWatchAbandonedCursorAhead(t *testing.T) {
+	t.Parallel()
+	var streams atomic.Int64
+	cl := newClient(t, shared, func(cfg *client.Config) {
+		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainStreamInterceptor(
+			func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				streams.Add(1)
+				return streamer(ctx, desc, cc, method, opts...)
+			}))
+	})
+	ctx, cancel := context.WithTimeout(testCtx(t), 20*time.Second)
+	defer cancel()
+	before := shared.WaitLeader(30 * time.Second).Node().Machine().Meta().Feed.Seq
+	err := cl.WatchAbandoned(ctx, "", math.MaxUint64, func(up client.FeedUpdate) error {
+		return fmt.Errorf("handed %+v", up)
+	})
+	var ahead *client.FeedCursorAheadError
+	if !errors.As(err, &ahead) || !errors.Is(err, client.ErrFeedCursorAhead) || ctx.Err() != nil {
+		t.Fatalf("watch after 2^64-1: %v, want a FeedCursorAheadError", err)
+	}
+	after := shared.WaitLeader(30 * time.Second).Node().Machine().Meta().Feed.Seq
+	if ahead.Cursor != math.MaxUint64 || ahead.LastSeq < before || ahead.LastSeq > after {
+		t.Fatalf("cursor %d, last seq %d; want 2^64-1 and the feed's end (%d..%d)", ahead.Cursor, ahead.LastSeq, before, after)
+	}
+	if n := streams.Load(); n != 1 {
+		t.Fatalf("the watcher opened %d streams, want 1: the refusal is final", n)
+	}
+	_, _, err = cl.ListAbandoned(ctx, "", math.MaxUint64, 0)
+	if !errors.As(err, &ahead) || ahead.LastSeq < before {
+		t.Fatalf("list after 2^64-1: %v, want a FeedCursorAheadError", err)
 	}
 }

@@ -45,6 +45,12 @@ var (
 	// were pruned before they were read: list the records abandoned now
 	// (ListAbandoned) and watch again from the oldest event kept (after 0).
 	ErrFeedPruned = errors.New("abandoned feed pruned past the cursor")
+	// ErrFeedCursorAhead means the cursor given to WatchAbandoned or
+	// ListAbandoned is past the cluster's last feed event (OutOfRange,
+	// reason FEED_CURSOR_AHEAD): the cluster was restored from an older
+	// backup, or is another cluster. The error is a *FeedCursorAheadError
+	// with the last event; retrying with the same cursor never helps.
+	ErrFeedCursorAhead = errors.New("abandoned feed cursor ahead of the cluster's feed")
 )
 
 // InProgressError reports that another holder runs the operation.

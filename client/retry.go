@@ -18,6 +18,8 @@ const (
 	reasonRateLimited   = "RATE_LIMITED"
 	reasonQuotaExceeded = "QUOTA_EXCEEDED"
 	reasonFeedPruned    = "FEED_PRUNED"
+	// reasonFeedCursorAhead: see cursorAheadOf (abandoned.go).
+	reasonFeedCursorAhead = "FEED_CURSOR_AHEAD"
 )
 
 // attemptFunc sends one attempt over conn; wait is what is left of the
@@ -116,6 +118,8 @@ func classify(err error) error {
 			return fmt.Errorf("%w: %w", ErrQuotaExceeded, err)
 		case reasonFeedPruned:
 			return fmt.Errorf("%w: %w", ErrFeedPruned, err)
+		case reasonFeedCursorAhead:
+			return cursorAheadOf(info, err)
 		}
 	}
 	return err

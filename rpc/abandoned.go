@@ -16,11 +16,15 @@ import (
 
 // The feed of abandoned claims (fsm/abandon.go) is served by the node
 // called, from what it has applied: every node numbers the events alike,
-// so a cursor taken on one node resumes on any other.
+// so a cursor taken on one node resumes on any other. A cursor past this
+// node's last event is ahead of the cluster only if a read barrier says so
+// (feedcursor.go).
 
 const (
 	// ReasonFeedPruned refuses a cursor whose next events were pruned.
 	ReasonFeedPruned = "FEED_PRUNED"
+	// ReasonFeedCursorAhead refuses a cursor past the cluster's last event.
+	ReasonFeedCursorAhead = "FEED_CURSOR_AHEAD"
 	// allTenants names every tenant in a feed request (admin identities).
 	allTenants = "*"
 	// feedBatch bounds the events one stream message carries.
@@ -40,6 +44,16 @@ type feedScope struct {
 }
 
 func (f feedScope) has(ev *fsm.Event) bool { return f.all || ev.Tenant == f.tenant }
+
+// arg is the scope as a request's tenant field names it. A call forwarded
+// to the leader names the scope resolved here: the leader sees a peer, not
+// the caller, so an empty tenant would be the peer's (none).
+func (f feedScope) arg() string {
+	if f.all {
+		return allTenants
+	}
+	return f.tenant
+}
 
 // scopeOf resolves a feed request's tenant against the caller: empty is
 // the caller's tenant, "*" every tenant (an admin, or any caller without
@@ -84,6 +98,9 @@ func (s *Server) WatchAbandoned(req *idempb.WatchAbandonedRequest, stream grpc.S
 	scope, err := s.scopeOf(ctx, req.GetTenant())
 	if err != nil {
 		return toStatus(err, s.log)
+	}
+	if err := s.checkFeedCursor(ctx, scope, req.GetAfterSeq()); err != nil {
+		return err
 	}
 	m := s.backend.Machine()
 	cursor := req.GetAfterSeq()
@@ -168,13 +185,30 @@ func (s *Server) ListAbandoned(ctx context.Context, req *idempb.ListAbandonedReq
 	case size > maxPageSize:
 		return nil, toStatus(invalid("page_size", fmt.Sprint(maxPageSize), "%d is too many", size), s.log)
 	}
+	if after := req.GetAfterSeq(); after > s.backend.Machine().Meta().Feed.Seq {
+		// Ahead of this node: the leader answers, after a read barrier.
+		return routed(ctx, s, func(ctx context.Context) (*idempb.ListAbandonedResponse, error) {
+			if err := s.feedCursorWithin(ctx, after); err != nil {
+				return nil, err
+			}
+			return s.listAbandoned(scope, after, size)
+		}, viaUnary(s, func(ctx context.Context, c *grpc.ClientConn) (*idempb.ListAbandonedResponse, error) {
+			return idempb.NewIdempotencyClient(c).ListAbandoned(ctx,
+				&idempb.ListAbandonedRequest{Tenant: scope.arg(), AfterSeq: after, PageSize: uint32(size)})
+		}))
+	}
+	out, err := s.listAbandoned(scope, req.GetAfterSeq(), size)
+	return out, toStatus(err, s.log)
+}
+
+// listAbandoned reads up to size records abandoned now after the cursor.
+func (s *Server) listAbandoned(scope feedScope, after uint64, size int) (*idempb.ListAbandonedResponse, error) {
 	m := s.backend.Machine()
 	out := &idempb.ListAbandonedResponse{}
-	after := req.GetAfterSeq()
 	for scanned := 0; scanned < listScan && len(out.Records) < size; {
 		page, next, err := m.AbandonedNow(scope.tenant, scope.all, after, min(size-len(out.Records), listScan-scanned))
 		if err != nil {
-			return nil, toStatus(err, s.log)
+			return nil, err
 		}
 		for _, ev := range page {
 			out.Records = append(out.Records, eventOf(ev))

@@ -3,10 +3,13 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/rpc/idempb"
@@ -130,5 +133,65 @@ func TestWatchRefusesAPrunedCursor(t *testing.T) {
 	msg, err := watchFirst(ctx, c, &idempb.WatchAbandonedRequest{})
 	if err != nil || fmt.Sprint(keysOf(msg.GetEvents())) != "[/later]" || msg.GetEvents()[0].GetSeq() != 3 {
 		t.Fatalf("from the oldest kept: %v, %v", msg, err)
+	}
+}
+
+// checkCursorAhead requires the FEED_CURSOR_AHEAD refusal carrying last,
+// the feed's last sequence, in its metadata.
+func checkCursorAhead(t *testing.T, what string, err error, last uint64) {
+	t.Helper()
+	checkDenied(t, what, err, codes.OutOfRange, ReasonFeedCursorAhead)
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetMetadata()["last_seq"] != fmt.Sprint(last) {
+			t.Fatalf("%s: metadata %v, want last_seq %d", what, info.GetMetadata(), last)
+		}
+	}
+}
+
+// TestFeedRefusesACursorAheadOfTheCluster: a cursor past the feed's last
+// event (a reconciler's cursor kept from a cluster since restored from an
+// older backup) is refused with OutOfRange FEED_CURSOR_AHEAD and the feed's
+// last sequence, by WatchAbandoned and ListAbandoned alike, instead of
+// being reported caught up while every new event goes unseen. The last
+// sequence itself is a cursor like any other.
+func TestFeedRefusesACursorAheadOfTheCluster(t *testing.T) {
+	t.Parallel()
+	limits := DefaultLimits()
+	limits.MinLease = 100 * time.Millisecond
+	node := mustNode(t)
+	_, conn := serveAPI(t, node, limits)
+	c := &caller{conn: conn, api: idempb.NewIdempotencyClient(conn)}
+	ctx := testCtx(t)
+	abandon(t, c, "", "k1")
+	last := node.Machine().Meta().Feed.Seq
+	if last != 1 {
+		t.Fatalf("the feed ends at %d, want 1", last)
+	}
+	for _, cursor := range []uint64{math.MaxUint64, last + 1} {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		stream, err := c.api.WatchAbandoned(wctx, &idempb.WatchAbandonedRequest{AfterSeq: cursor})
+		if err == nil {
+			var msg *idempb.WatchAbandonedResponse
+			msg, err = stream.Recv()
+			if err == nil {
+				err = fmt.Errorf("the stream answered caught up to %d", msg.GetCaughtUpSeq())
+			}
+		}
+		cancel()
+		checkCursorAhead(t, fmt.Sprintf("watch after %d", cursor), err, last)
+		_, err = c.api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{AfterSeq: cursor})
+		checkCursorAhead(t, fmt.Sprintf("list after %d", cursor), err, last)
+	}
+	if _, err := c.api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{AfterSeq: last}); err != nil {
+		t.Fatalf("list after the last event: %v", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	stream, err := c.api.WatchAbandoned(wctx, &idempb.WatchAbandonedRequest{AfterSeq: last})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := stream.Recv(); err != nil || msg.GetCaughtUpSeq() != last {
+		t.Fatalf("watch after the last event: %v, %v", msg, err)
 	}
 }

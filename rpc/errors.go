@@ -105,6 +105,7 @@ func toStatus(err error, log *slog.Logger) error {
 	var denied *authError
 	var limited *retryLater
 	var pruned *errPruned
+	var ahead *errCursorAhead
 	switch {
 	case err == nil:
 		return nil
@@ -121,6 +122,9 @@ func toStatus(err error, log *slog.Logger) error {
 	case errors.As(err, &pruned):
 		return withInfo(codes.OutOfRange, ReasonFeedPruned, pruned.Error(),
 			map[string]string{"pruned_through": strconv.FormatUint(pruned.pruned, 10)})
+	case errors.As(err, &ahead):
+		return withInfo(codes.OutOfRange, ReasonFeedCursorAhead, ahead.Error(),
+			map[string]string{"last_seq": strconv.FormatUint(ahead.last, 10), "cursor": strconv.FormatUint(ahead.cursor, 10)})
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):

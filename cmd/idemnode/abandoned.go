@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/idemnode/idemnode/rpc"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -68,7 +70,8 @@ printed and nothing is missed or repeated (docs/API.md, "Abandoned claims").`,
 		Example: `  idemnode abandoned --tenant acme -o json
   idemnode abandoned --watch --after 1042 -o json
   idemnode abandoned --all-tenants --watch    # an admin identity
-  # exit 0; 1 when events after --after were pruned (list, then watch from 0)`,
+  # exit 0; 1 when events after --after were pruned (list, then watch from 0);
+  # 7 when --after is past the cluster's last event (list, then watch from it)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.check(false); err != nil {
@@ -102,6 +105,9 @@ func (c *clientFlags) listAbandoned(ctx context.Context, after uint64) error {
 		api := idempb.NewIdempotencyClient(conn)
 		for cursor := after; ; {
 			page, err := api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{Tenant: c.tenant, AfterSeq: cursor, PageSize: 1000})
+			if ahead := cursorAhead(err); ahead != nil {
+				return ahead
+			}
 			if err != nil {
 				return err
 			}
@@ -141,6 +147,9 @@ func (c *clientFlags) watchAbandoned(ctx context.Context, after uint64) error {
 		err := c.watchFrom(ctx, addr, &cursor)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if ahead := cursorAhead(err); ahead != nil {
+			return ahead
 		}
 		if st, _ := status.FromError(err); st.Code() != codes.Unavailable && st.Code() != codes.Canceled {
 			return failureOf(err, addr, c.timeout)
@@ -187,6 +196,28 @@ func (c *clientFlags) watchFrom(ctx context.Context, addr string, cursor *uint64
 		}
 		*cursor = max(*cursor, msg.GetCaughtUpSeq())
 	}
+}
+
+// cursorAhead says what a FEED_CURSOR_AHEAD refusal means and what to do,
+// with exit 7; nil for any other error. Retrying the same --after never
+// helps: the cluster lacks the events it counted.
+func cursorAhead(err error) *callError {
+	st := status.Convert(err)
+	if reasonOf(st) != rpc.ReasonFeedCursorAhead {
+		return nil
+	}
+	var meta map[string]string
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			meta = info.GetMetadata()
+		}
+	}
+	last := meta["last_seq"]
+	return &callError{exit: exitCursorAhead, code: codeName(st.Code()), reason: rpc.ReasonFeedCursorAhead,
+		message: fmt.Sprintf("--after %s is ahead of the cluster's abandoned feed, whose last event is %s: the cluster "+
+			"was restored from an older backup (or is another cluster) and lacks the events after %s that --after "+
+			"counted; reconcile the records abandoned now (idemnode abandoned), then watch with --after %s",
+			meta["cursor"], last, last, last)}
 }
 
 func printEventText(ev eventView) {

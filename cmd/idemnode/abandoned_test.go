@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -137,6 +138,32 @@ func TestAbandonedCLI(t *testing.T) {
 		args := append([]string{"abandoned", "--addr", s.grpc}, bad...)
 		if _, stderr, code := cli(t, args...); code != exitUsage || stderr == "" {
 			t.Errorf("abandoned %v: exit %d, stderr %q; want %d and a message", bad, code, stderr, exitUsage)
+		}
+	}
+}
+
+// TestAbandonedCursorAheadCLI: --after past the cluster's last event (a
+// cursor kept from before the cluster was restored from an older backup)
+// ends `abandoned`, with --watch or without, with exit 7 and a message
+// that names the feed's last event and what to do, instead of a watch
+// that waits forever; with -o json the error object says
+// FEED_CURSOR_AHEAD.
+func TestAbandonedCursorAheadCLI(t *testing.T) {
+	t.Parallel()
+	s := mustServer(t)
+	for _, args := range [][]string{{"--watch"}, nil} {
+		args = append(append([]string{"abandoned", "--addr", s.grpc, "--after", "18446744073709551615"}, args...), s.clientFlags...)
+		_, stderr, code := cli(t, args...)
+		if code != exitCursorAhead || !strings.Contains(stderr, "last event is 0") || !strings.Contains(stderr, "--after 0") {
+			t.Fatalf("idemnode %s: exit %d, stderr %q; want %d naming the last event and --after 0", strings.Join(args, " "), code, stderr, exitCursorAhead)
+		}
+		stdout, _, code := cli(t, append(args, "-o", "json")...)
+		var out struct {
+			Error struct{ Code, Reason, Message string }
+		}
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil || code != exitCursorAhead ||
+			out.Error.Code != "OUT_OF_RANGE" || out.Error.Reason != "FEED_CURSOR_AHEAD" {
+			t.Fatalf("idemnode %s -o json: exit %d, %q (%v)", strings.Join(args, " "), code, stdout, err)
 		}
 	}
 }

@@ -19,6 +19,9 @@ const (
 	exitCompleted = 4 // already completed: the stored response is printed
 	exitRetry     = 5 // unavailable, timed out or rate-limited: safe to retry
 	exitDenied    = 6 // not allowed: unauthenticated, permission denied, quota exceeded
+	// exitCursorAhead: abandoned --after is past the cluster's last feed
+	// event; retrying never helps (abandoned.go).
+	exitCursorAhead = 7
 )
 
 // exitFailed is what serve and the local subcommands exit with on a
@@ -37,7 +40,9 @@ const exitCodesHelp = `Exit codes:
   4  already completed (completed): the stored response is printed
   5  unavailable, timed out or rate-limited: safe to retry (a claim with the
      same --owner, which claim prints on stderr when it generated one)
-  6  not allowed: unauthenticated, permission denied, quota exceeded`
+  6  not allowed: unauthenticated, permission denied, quota exceeded
+  7  abandoned: --after is past the cluster's last event (restored from an
+     older backup?): reconcile, then watch from the seq printed`
 
 // outcomeExit is the exit code of an answer. Outcomes this binary does not
 // know yet are refusals: a script must not take them for success.

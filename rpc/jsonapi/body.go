@@ -23,7 +23,8 @@ func maxBodyBytes(maxMessage int) int64 {
 
 // checkBody reads a request's body whole, up to limit, and refuses one that
 // is larger or is not a single JSON value: the gateway's decoder would read
-// the first value and ignore whatever follows it. A POST must say it is
+// the first value and ignore whatever follows it. A string holding half a
+// UTF-16 surrogate pair is refused saying so (surrogate.go). A POST must say it is
 // JSON: a browser sends form and text bodies cross-site without asking
 // first, so any other Content-Type could come from a page the caller
 // visited, riding on its network position or client certificate.
@@ -50,6 +51,10 @@ func checkBody(next http.Handler, limit int64) http.Handler {
 			return
 		case len(bytes.TrimSpace(b)) > 0 && !json.Valid(b):
 			refuse(w, r, errorStatus(codes.InvalidArgument, reasonInvalidJSON, "request body: not one JSON value"))
+			return
+		}
+		if err := loneSurrogate(b); err != nil {
+			refuse(w, r, errorStatus(codes.InvalidArgument, reasonInvalidJSON, "request body: "+err.Error()))
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
