@@ -217,21 +217,7 @@ func mustClusterOn(t *testing.T, subnet, nofile int, extra ...string) []*server 
 		n.nofile = nofile
 		nodes[i] = n
 	}
-	for i, n := range nodes {
-		var join []string
-		for j, o := range nodes {
-			if j != i {
-				join = append(join, o.gossip)
-			}
-		}
-		n.serveFlags = append([]string{"--insecure", "--bootstrap-expect", "3", "--join", strings.Join(join, ","),
-			"--gossip-profile", "local"}, extra...)
-		n.launch()
-	}
-	for _, n := range nodes {
-		n.waitReady()
-	}
-	return nodes
+	return launchCluster(nodes, extra)
 }
 
 // TestAPIWaitOutlastsTheReadTimeout: --read-timeout bounds how long a
