@@ -58,8 +58,8 @@ func TestSlowConnectionsLeaveTheLeaderServing(t *testing.T) {
 
 	atk := &attacker{src: &net.TCPAddr{IP: net.IPv4(127, 0, subnetSlowConns, 50)}, done: make(chan struct{})}
 	atk.redial.Store(true)
-	atk.run(200, leader.api, true)
-	atk.run(200, leader.grpc, false)
+	atk.run(200, leader.api, slowBody)
+	atk.run(200, leader.grpc, silent)
 	defer atk.stop()
 	testutil.WaitFor(t, 20*time.Second, "the attacker's connections", func() bool { return atk.opened.Load() >= 400 })
 
@@ -114,6 +114,37 @@ func TestSlowConnectionsLeaveTheLeaderServing(t *testing.T) {
 	}
 	t.Logf("attacker: %d connections opened and closed, the longest held %s", atk.opened.Load(),
 		time.Duration(atk.longest.Load()))
+	atk.stop()
+	peersPassAFullListener(t, leader, other)
+}
+
+// peersPassAFullListener fills the leader's gRPC listener from four
+// addresses with connections that finish the HTTP/2 handshake and then
+// idle, which no timeout closes: a new client of the leader is refused,
+// but a claim through the follower is forwarded to the leader over a new
+// connection from the follower's address, which the cap lets in.
+func peersPassAFullListener(t *testing.T, leader, follower *server) {
+	t.Helper()
+	var atks []*attacker
+	for i := range 4 {
+		a := &attacker{src: &net.TCPAddr{IP: net.IPv4(127, 0, subnetSlowConns, byte(60+i))}, done: make(chan struct{})}
+		a.redial.Store(true)
+		a.run(25, leader.grpc, idleHTTP2)
+		defer a.stop()
+		atks = append(atks, a)
+	}
+	const held = `idemnode_listener_connections{listener="grpc"}`
+	testutil.WaitFor(t, 20*time.Second, "the attackers to fill the leader's gRPC listener", func() bool {
+		return scrape(t, leader)[held] == 50
+	})
+	if _, stderr, code := cli(t, "claim", "--scope", "s", "--key", "refused", "--addr", leader.grpc, "--timeout", "2s"); code != exitRetry {
+		t.Fatalf("a new client of a full listener: exit %d, want %d (refused)\n%s", code, exitRetry, stderr)
+	}
+	var c claimJSON
+	follower.cliJSON(exitOK, &c, "claim", "--scope", "s", "--key", "forwarded", "--timeout", "10s")
+	if n := scrape(t, leader)[held]; n <= 50 {
+		t.Fatalf("the leader's gRPC listener holds %v connections after a forwarded claim, want the follower's over the cap of 50", n)
+	}
 }
 
 // attacker holds connections open from one source address and, while
@@ -123,6 +154,7 @@ type attacker struct {
 	redial atomic.Bool
 	// done, closed by stop, drops the connections still held.
 	done   chan struct{}
+	once   sync.Once
 	wg     sync.WaitGroup
 	opened atomic.Int64
 	closed atomic.Int64
@@ -131,15 +163,27 @@ type attacker struct {
 	longest atomic.Int64
 }
 
-// run starts n connections to addr: slow-body HTTP requests when body is
-// set, otherwise bare TCP connections that never speak.
-func (a *attacker) run(n int, addr string, body bool) {
+// How an attacker's connection behaves once open.
+type attackMode int
+
+const (
+	// slowBody sends an HTTP request's headers, then its body a byte a second.
+	slowBody attackMode = iota
+	// silent never sends a byte.
+	silent
+	// idleHTTP2 sends the HTTP/2 client preface and settings, which ends
+	// the handshake, and then nothing.
+	idleHTTP2
+)
+
+// run starts n connections to addr in mode m.
+func (a *attacker) run(n int, addr string, m attackMode) {
 	for range n {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
 			for a.redial.Load() {
-				a.hold(addr, body)
+				a.hold(addr, m)
 				// Paced, so a refused attacker does not spin.
 				select {
 				case <-a.done:
@@ -153,7 +197,7 @@ func (a *attacker) run(n int, addr string, body bool) {
 
 // hold opens one connection and keeps it until the server closes it or the
 // attack stops.
-func (a *attacker) hold(addr string, body bool) {
+func (a *attacker) hold(addr string, m attackMode) {
 	d := net.Dialer{LocalAddr: a.src, Timeout: 5 * time.Second}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
@@ -169,8 +213,12 @@ func (a *attacker) hold(addr string, body bool) {
 		_, _ = io.Copy(io.Discard, c)
 		close(closed)
 	}()
-	if body {
+	switch m {
+	case slowBody:
 		fmt.Fprintf(c, "POST /v1/claim HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	case idleHTTP2:
+		// The preface, then an empty SETTINGS frame (length 0, type 4).
+		fmt.Fprintf(c, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -188,7 +236,7 @@ func (a *attacker) hold(addr string, body bool) {
 		case <-a.done:
 			return
 		case <-tick.C:
-			if body {
+			if m == slowBody {
 				_, _ = c.Write([]byte(" "))
 			}
 		}
@@ -196,9 +244,10 @@ func (a *attacker) hold(addr string, body bool) {
 }
 
 // stop drops the connections still held and waits for the goroutines.
+// It may be called again.
 func (a *attacker) stop() {
 	a.redial.Store(false)
-	close(a.done)
+	a.once.Do(func() { close(a.done) })
 	a.wg.Wait()
 }
 
