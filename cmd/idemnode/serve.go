@@ -137,7 +137,8 @@ func newServeCmd() *cobra.Command {
 		"the most connections the gRPC port holds; clients' over it are closed at once, the cluster's nodes' never")
 	f.apiConns = f.conns.listener("api", "api-max-conns", 4096, "the most connections the JSON API port holds")
 	f.httpConns = f.conns.listener("http", "http-max-conns", 256, "the most connections --http-addr holds")
-	fl.Uint32Var(&f.grpcStreams, "grpc-max-streams", 1024, "the most calls in flight on one gRPC connection (a client's further calls queue)")
+	fl.Uint32Var(&f.grpcStreams, "grpc-max-streams", 16384, "the most calls in flight on one gRPC connection, "+
+		"a client's further calls queue on its side (above the node's 10 000 waits: one proxy may hold them all)")
 	fl.DurationVar(&f.handshakeTimeout, "grpc-handshake-timeout", 10*time.Second,
 		"time a new gRPC connection has for its TLS handshake and HTTP/2 preface; then it is closed")
 	// Fault injection, for the jepsen harness only: hidden and off by default.
