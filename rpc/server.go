@@ -137,6 +137,24 @@ func ServerOptions() []grpc.ServerOption {
 // callWorkers is about the calls a busy node has in flight at once.
 const callWorkers = 256
 
+// ConnectionOptions bound what one client connection may hold of the
+// server: at most maxStreams calls in flight on it (a client's further
+// calls queue on its side until one ends; 0 leaves gRPC's default, no cap),
+// and handshake for the TLS handshake and the HTTP/2 preface, after which a
+// connection that has not finished them is closed (gRPC's default is 120 s,
+// long enough for a few thousand silent connections to hold every
+// descriptor a listener may take; 0 keeps it).
+func ConnectionOptions(maxStreams uint32, handshake time.Duration) []grpc.ServerOption {
+	var opts []grpc.ServerOption
+	if maxStreams > 0 {
+		opts = append(opts, grpc.MaxConcurrentStreams(maxStreams))
+	}
+	if handshake > 0 {
+		opts = append(opts, grpc.ConnectionTimeout(handshake))
+	}
+	return opts
+}
+
 // Register adds the idem.v1 services, the standard health service and server
 // reflection to g.
 func (s *Server) Register(g *grpc.Server) {

@@ -8,20 +8,23 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/idemnode/idemnode/internal/netlimit"
 )
 
 // startAPI serves the HTTP/JSON API on addr (nothing when addr is empty),
-// with TLS when tlsConf is set. Wait holds a request open as long as its
-// timeout, so no write timeout cuts it.
-func startAPI(addr string, h http.Handler, tlsConf *tls.Config, errc chan<- error) (*http.Server, error) {
+// with TLS when tlsConf is set, within the connection caps of lim.
+func startAPI(addr string, h http.Handler, tlsConf *tls.Config, lim netlimit.Config, readTimeout time.Duration,
+	errc chan<- error) (*http.Server, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenLimited(addr, lim)
 	if err != nil {
-		return nil, fmt.Errorf("listen api: %w", err)
+		return nil, err
 	}
-	srv := &http.Server{Handler: h, TLSConfig: tlsConf, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := newHTTPServer(h, 5*time.Second, readTimeout)
+	srv.TLSConfig = tlsConf
 	go func() {
 		var err error
 		if tlsConf != nil {
@@ -34,6 +37,27 @@ func startAPI(addr string, h http.Handler, tlsConf *tls.Config, errc chan<- erro
 		}
 	}()
 	return srv, nil
+}
+
+// listenLimited listens on addr within the caps of lim.
+func listenLimited(addr string, lim netlimit.Config) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", lim.Name, err)
+	}
+	return netlimit.Limit(ln, lim), nil
+}
+
+// newHTTPServer returns a server of h with the timeouts of every idemnode
+// HTTP server: the headers within header, the whole request within read,
+// idle keep-alive connections closed after two minutes. A slow body is cut
+// at read, and its connection closed. The read deadline ends with the body:
+// net/http lifts it when the body has been read (HTTP/2 stops the stream's
+// timer), so a long poll waits past it. No write timeout: /v1/wait holds a
+// request as long as its timeout, and the proxy as long as its upstream
+// takes.
+func newHTTPServer(h http.Handler, header, read time.Duration) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: header, ReadTimeout: read, IdleTimeout: 2 * time.Minute}
 }
 
 // stopHTTPServer lets calls in flight finish, then cuts what is left after

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,13 @@ func mustCluster(t *testing.T, extra ...string) []*server {
 		nodes[i] = newServer(t, nil, nil)
 		nodes[i].nodeID = "n" + string(rune('1'+i))
 	}
+	return launchCluster(nodes, extra)
+}
+
+// launchCluster starts the prepared nodes as one cluster (--bootstrap-expect
+// with their number, each joining the others), with extra added to their
+// serve flags, and waits until every one is ready.
+func launchCluster(nodes []*server, extra []string) []*server {
 	for i, n := range nodes {
 		var join []string
 		for j, o := range nodes {
@@ -25,7 +33,8 @@ func mustCluster(t *testing.T, extra ...string) []*server {
 				join = append(join, o.gossip)
 			}
 		}
-		n.serveFlags = append([]string{"--insecure", "--bootstrap-expect", "3", "--join", strings.Join(join, ","), "--gossip-profile", "local"}, extra...)
+		n.serveFlags = append([]string{"--insecure", "--bootstrap-expect", fmt.Sprint(len(nodes)), "--join", strings.Join(join, ","),
+			"--gossip-profile", "local"}, extra...)
 		n.launch()
 	}
 	for _, n := range nodes {

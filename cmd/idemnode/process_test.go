@@ -53,6 +53,10 @@ type server struct {
 	// api is the JSON API's address, "" (off) unless a test sets it:
 	// every port picked ahead is one more a parallel test may take first.
 	api string
+	// nofile, when set, limits the process to this many file descriptors
+	// (ulimit -n), so a test exhausts them without tens of thousands of
+	// connections.
+	nofile int
 	// serveFlags are added to serve's command line (--insecure, or the TLS
 	// flags), clientFlags to cliJSON's.
 	serveFlags, clientFlags []string
@@ -125,8 +129,12 @@ func (s *server) launch() {
 		s.t.Fatalf("open server log: %v", err)
 	}
 	defer logFile.Close()
-	s.cmd = exec.Command(cmp.Or(s.bin, binary), append([]string{"serve", "--node-id", cmp.Or(s.nodeID, "n1"), "--data-dir", s.dataDir,
-		"--grpc-addr", s.grpc, "--raft-addr", s.raft, "--http-addr", s.http, "--gossip-addr", s.gossip, "--api-addr", s.api}, s.serveFlags...)...)
+	args := append([]string{cmp.Or(s.bin, binary), "serve", "--node-id", cmp.Or(s.nodeID, "n1"), "--data-dir", s.dataDir,
+		"--grpc-addr", s.grpc, "--raft-addr", s.raft, "--http-addr", s.http, "--gossip-addr", s.gossip, "--api-addr", s.api}, s.serveFlags...)
+	if s.nofile > 0 {
+		args = append([]string{"sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$@"`, s.nofile), "sh"}, args...)
+	}
+	s.cmd = exec.Command(args[0], args[1:]...)
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start server: %v", err)

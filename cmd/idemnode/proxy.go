@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemnode/idemnode/client"
+	"github.com/idemnode/idemnode/internal/netlimit"
 	"github.com/idemnode/idemnode/proxy"
 )
 
@@ -35,6 +36,9 @@ type proxyFlags struct {
 	logFormat       string
 	auth            clientAuth
 	tls             clientTLS
+	// conns bound the proxy's listeners (conns.go).
+	conns                 connFlags
+	proxyConns, httpConns *listenerCap
 }
 
 func newProxyCmd() *cobra.Command {
@@ -65,6 +69,9 @@ func newProxyCmd() *cobra.Command {
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	f.auth.register(fl)
 	f.tls.register(fl)
+	f.conns.register(fl, 60*time.Second, "")
+	f.proxyConns = f.conns.listener("proxy", "max-conns", 4096, "the most connections --listen holds")
+	f.httpConns = f.conns.listener("http", "http-max-conns", 256, "the most connections --http-addr holds")
 	return cmd
 }
 
@@ -111,6 +118,10 @@ func runProxy(ctx context.Context, f proxyFlags) error {
 	if err != nil {
 		return err
 	}
+	f.httpConns.on = f.httpAddr != ""
+	if err := f.conns.fit(log); err != nil {
+		return err
+	}
 	dial, err := f.auth.dialOptions()
 	if err != nil {
 		return err // a usage error that names its flag
@@ -133,21 +144,25 @@ func runProxy(ctx context.Context, f proxyFlags) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", f.listen)
+	connMetrics := netlimit.NewMetrics(reg)
+	ln, err := listenLimited(f.listen, f.conns.config(f.proxyConns, connMetrics))
 	if err != nil {
-		return runtimeError{fmt.Errorf("listen: %w", err)}
+		return runtimeError{err}
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ready := proxy.WatchCluster(ctx, cl, 2*time.Second, log)
 	errc := make(chan error, 2)
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(h, 10*time.Second, f.conns.readTimeout)
 	go func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("proxy: %w", err)
 		}
 	}()
-	opsSrv := startHTTP(f.httpAddr, proxy.OpsHandler(reg, ready), errc)
+	opsSrv, err := startHTTP(f.httpAddr, proxy.OpsHandler(reg, ready), f.conns.config(f.httpConns, connMetrics), f.conns.readTimeout, errc)
+	if err != nil {
+		return runtimeError{err}
+	}
 	log.Info("idemnode proxy serving", "listen", ln.Addr().String(), "upstream", cfg.Upstream.String(),
 		"cluster", strings.Join(addrs, ","), "routes", len(cfg.Routes.Routes), "http", f.httpAddr)
 	select {

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/internal/netlimit"
 	"github.com/idemnode/idemnode/internal/tlsconfig"
 	"github.com/idemnode/idemnode/rpc"
 	"github.com/idemnode/idemnode/rpc/jsonapi"
@@ -61,6 +62,12 @@ type serveFlags struct {
 	pprof             bool
 	auth              authFlags
 	tls               tlsFlags
+	// conns bound the client listeners (conns.go); grpcConns, apiConns and
+	// httpConns are their caps.
+	conns                          connFlags
+	grpcConns, apiConns, httpConns *listenerCap
+	grpcStreams                    uint32
+	handshakeTimeout               time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -125,6 +132,15 @@ func newServeCmd() *cobra.Command {
 	fl.DurationVar(&f.tombstoneTTL, "tombstone-ttl", 0, "keep a tombstone this long after a record's TTL, so a late retry is answered EXPIRED instead of running again (0: none; payments: 720h)")
 	fl.BoolVar(&f.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on --http-addr")
 	f.tls.register(fl)
+	f.conns.register(fl, 30*time.Second, "; the cluster's own nodes are exempt")
+	f.grpcConns = f.conns.listener("grpc", "grpc-max-conns", 4096,
+		"the most connections the gRPC port holds; clients' over it are closed at once, the cluster's nodes' never")
+	f.apiConns = f.conns.listener("api", "api-max-conns", 4096, "the most connections the JSON API port holds")
+	f.httpConns = f.conns.listener("http", "http-max-conns", 256, "the most connections --http-addr holds")
+	fl.Uint32Var(&f.grpcStreams, "grpc-max-streams", 16384, "the most calls in flight on one gRPC connection, "+
+		"a client's further calls queue on its side (above the node's 10 000 waits: one proxy may hold them all)")
+	fl.DurationVar(&f.handshakeTimeout, "grpc-handshake-timeout", 10*time.Second,
+		"time a new gRPC connection has for its TLS handshake and HTTP/2 preface; then it is closed")
 	// Fault injection, for the jepsen harness only: hidden and off by default.
 	fl.DurationVar(&f.clockOffset, "fault-clock-offset", 0, "FAULT INJECTION: shift this node's clock")
 	fl.StringVar(&f.faultStallFile, "fault-disk-stall-file", "", "FAULT INJECTION: Raft log writes block while this file exists")
@@ -230,6 +246,10 @@ func serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	applyMemoryLimit(f.memoryLimit, log)
+	f.apiConns.on, f.httpConns.on = f.apiAddr != "", f.httpAddr != ""
+	if err := f.conns.fit(log); err != nil {
+		return err
+	}
 	sec, err := loadSecurity(f.tls, f.gossipAddr != "", log)
 	if err != nil {
 		return err
@@ -305,6 +325,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	api := rpc.NewServer(node, limits, log, opts...)
 	unary = append([]grpc.UnaryServerInterceptor{apiMetrics.UnaryInterceptor()}, unary...)
 	serverOpts := append(append(rpc.ServerOptions(), sec.serverOptions()...), limits.ServerOptions()...)
+	serverOpts = append(serverOpts, rpc.ConnectionOptions(f.grpcStreams, f.handshakeTimeout)...)
 	g := grpc.NewServer(append(serverOpts, grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))...)
 	api.Register(g)
 	jsonAPI, err := jsonapi.New(jsonapi.Config{Idempotency: api, Admin: api, Unary: unary, Stream: stream,
@@ -313,9 +334,16 @@ func serve(ctx context.Context, f serveFlags) error {
 		return runtimeError{err}
 	}
 	errc := make(chan error, 3)
-	go func() { errc <- g.Serve(grpcLn) }()
-	httpSrv := startHTTP(f.httpAddr, httpHandler(node, reg, f.pprof), errc)
-	apiSrv, err := startAPI(f.apiAddr, jsonAPI, sec.jsonTLS(), errc)
+	connMetrics := netlimit.NewMetrics(reg)
+	grpcLimits := f.conns.config(f.grpcConns, connMetrics)
+	grpcLimits.Exempt = rpc.PeerAddrs(node)
+	go func() { errc <- g.Serve(netlimit.Limit(grpcLn, grpcLimits)) }()
+	httpSrv, err := startHTTP(f.httpAddr, httpHandler(node, reg, f.pprof), f.conns.config(f.httpConns, connMetrics),
+		f.conns.readTimeout, errc)
+	if err != nil {
+		return runtimeError{err}
+	}
+	apiSrv, err := startAPI(f.apiAddr, jsonAPI, sec.jsonTLS(), f.conns.config(f.apiConns, connMetrics), f.conns.readTimeout, errc)
 	if err != nil {
 		return runtimeError{err}
 	}
@@ -368,17 +396,23 @@ func stopGRPC(g *grpc.Server, grace time.Duration) {
 	}
 }
 
-func startHTTP(addr string, h http.Handler, errc chan<- error) *http.Server {
+// startHTTP serves the operator endpoints h on addr (nothing when addr is
+// empty) within the connection caps of lim.
+func startHTTP(addr string, h http.Handler, lim netlimit.Config, readTimeout time.Duration, errc chan<- error) (*http.Server, error) {
 	if addr == "" {
-		return nil
+		return nil, nil
 	}
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	ln, err := listenLimited(addr, lim)
+	if err != nil {
+		return nil, err
+	}
+	srv := newHTTPServer(h, 5*time.Second, readTimeout)
 	go func() {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("http: %w", err)
 		}
 	}()
-	return srv
+	return srv, nil
 }
 
 func orDefault(v, def string) string {
