@@ -67,19 +67,7 @@ func TestRollingUpgradeGivesTheClusterAnIdentity(t *testing.T) {
 		nodes[i] = newServer(t, nil, nil)
 		nodes[i].nodeID, nodes[i].bin = fmt.Sprintf("n%d", i+1), old
 	}
-	for i, n := range nodes {
-		var join []string
-		for j, o := range nodes {
-			if j != i {
-				join = append(join, o.gossip)
-			}
-		}
-		n.serveFlags = []string{"--insecure", "--bootstrap-expect", "3", "--join", strings.Join(join, ","), "--gossip-profile", "local"}
-		n.launch()
-	}
-	for _, n := range nodes {
-		n.waitReady()
-	}
+	launchCluster(nodes, nil)
 	written, bodies := 0, t.TempDir()
 	write := func(via *server) {
 		t.Helper()
