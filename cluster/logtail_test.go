@@ -32,7 +32,11 @@ type exitCodes struct {
 }
 
 func (e *exitCodes) hook(node string) func(int) {
-	return func(code int) { e.mu.Lock(); e.codes = append(e.codes, fmt.Sprintf("%s:%d", node, code)); e.mu.Unlock() }
+	return func(code int) {
+		e.mu.Lock()
+		e.codes = append(e.codes, fmt.Sprintf("%s:%d", node, code))
+		e.mu.Unlock()
+	}
 }
 
 func (e *exitCodes) get() []string {
