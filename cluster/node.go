@@ -71,6 +71,9 @@ func Open(cfg Config) (*Node, error) {
 	if err := probeDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if err := checkFreeSpace(cfg.DataDir, cfg.StoreMemTableSize, cfg.LogSegmentSize); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger.With("node", cfg.NodeID)
 	machine, err := openMachine(cfg, log)
 	if err != nil {
