@@ -150,33 +150,11 @@ func TestDamagedLastLogBatchNotInStoreRefuses(t *testing.T) {
 	}
 	applied := n.Machine().Applied()
 	n.Close()
-
-	// Append three entries the store has not applied, as a log that ran
-	// ahead of the store's durable state holds them.
-	w, err := raftwal.Open(filepath.Join(cfg.DataDir, "wal"), raftwal.WithSegmentSize(int(cfg.LogSegmentSize)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	last, err := w.LastIndex()
-	if err != nil || last != applied {
-		t.Fatalf("log ends at %d (%v), store at %d", last, err, applied)
-	}
-	var prev raft.Log
-	if err := w.GetLog(last, &prev); err != nil {
-		t.Fatal(err)
-	}
-	var batch []*raft.Log
-	for i := uint64(1); i <= 3; i++ {
-		batch = append(batch, &raft.Log{Index: last + i, Term: prev.Term, Type: raft.LogNoop, Data: []byte("unapplied entry")})
-	}
-	if err := w.StoreLogs(batch); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	last := appendUnapplied(t, cfg, applied)
 	flipInLastBatch(t, cfg.DataDir)
 
 	var exits exitCodes
-	n, err = cluster.Open(cluster.WithExitHook(cfg, exits.hook("solo")))
+	n, err := cluster.Open(cluster.WithExitHook(cfg, exits.hook("solo")))
 	if err == nil {
 		n.Close()
 		t.Fatalf("the node started without log entries %d-%d, which it had appended and never applied (exits %v)",
@@ -234,4 +212,61 @@ func TestDamagedLastLogBatchCatchesUpFromPeers(t *testing.T) {
 	if codes := exits.get(); len(codes) > 0 {
 		t.Fatalf("a node exited: %v", codes)
 	}
+}
+
+// appendUnapplied appends a batch of three entries after the store's
+// applied index, as a log that ran ahead of the store's durable state
+// holds them, and returns the index before them.
+func appendUnapplied(t *testing.T, cfg cluster.Config, applied uint64) uint64 {
+	t.Helper()
+	w, err := raftwal.Open(filepath.Join(cfg.DataDir, "wal"), raftwal.WithSegmentSize(cfg.LogSegmentSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	last, err := w.LastIndex()
+	if err != nil || last != applied {
+		t.Fatalf("log ends at %d (%v), store at %d", last, err, applied)
+	}
+	var prev raft.Log
+	if err := w.GetLog(last, &prev); err != nil {
+		t.Fatal(err)
+	}
+	var batch []*raft.Log
+	for i := uint64(1); i <= 3; i++ {
+		batch = append(batch, &raft.Log{Index: last + i, Term: prev.Term, Type: raft.LogNoop, Data: []byte("unapplied entry")})
+	}
+	if err := w.StoreLogs(batch); err != nil {
+		t.Fatal(err)
+	}
+	return last
+}
+
+// TestTornLastLogBatchStarts: a last batch a crash cut short (its commit
+// frame never reached the disk) was never acknowledged: the node drops it
+// and starts, as before, rather than refusing like a damaged one.
+func TestTornLastLogBatchStarts(t *testing.T) {
+	t.Parallel()
+	cfg := soloConfig(t.TempDir(), "127.0.110.22")
+	n := openSolo(t, cfg)
+	if err := put(ctxFor(t, 10*time.Second), n, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	applied := n.Machine().Applied()
+	n.Close()
+	appendUnapplied(t, cfg, applied)
+	// Zero the last commit frame: the write was torn before it.
+	path := tailSegment(t, cfg.DataDir)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := len(b) - 1
+	for end >= 0 && b[end] == 0 {
+		end--
+	}
+	copy(b[end-7:end+1], make([]byte, 8))
+	writeFile(t, path, b)
+	n = openSolo(t, cfg)
+	checkStored(t, n.Machine(), map[string][]byte{"k": []byte("v")})
 }
