@@ -56,22 +56,30 @@ func tailSegment(t *testing.T, dataDir string) string {
 	return segs[len(segs)-1]
 }
 
-// flipInLastBatch flips one bit inside the last entry of the tail
-// segment's written data, just before the last commit frame.
-func flipInLastBatch(t *testing.T, dataDir string) {
+// tailWritten reads the tail segment and finds the last byte written in
+// it (the segment is zero-filled beyond).
+func tailWritten(t *testing.T, dataDir string) (path string, b []byte, end int) {
 	t.Helper()
-	path := tailSegment(t, dataDir)
+	path = tailSegment(t, dataDir)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	end := len(b) - 1
+	end = len(b) - 1
 	for end >= 0 && b[end] == 0 {
 		end--
 	}
 	if end < 64 {
-		t.Fatalf("%s holds no batch to damage", path)
+		t.Fatalf("%s holds no batch", path)
 	}
+	return path, b, end
+}
+
+// flipInLastBatch flips one bit inside the last entry of the tail
+// segment's written data, just before the last commit frame.
+func flipInLastBatch(t *testing.T, dataDir string) {
+	t.Helper()
+	path, b, end := tailWritten(t, dataDir)
 	// The commit frame is the last 8 bytes written; 12 before its end is
 	// inside the last entry.
 	b[end-12] ^= 0x10
@@ -143,14 +151,7 @@ func TestDamagedLastLogBatchStartsFromStore(t *testing.T) {
 // lost entry and the recovery.
 func TestDamagedLastLogBatchNotInStoreRefuses(t *testing.T) {
 	t.Parallel()
-	cfg := soloConfig(t.TempDir(), "127.0.110.21")
-	n := openSolo(t, cfg)
-	if err := put(ctxFor(t, 10*time.Second), n, "k", []byte("v")); err != nil {
-		t.Fatal(err)
-	}
-	applied := n.Machine().Applied()
-	n.Close()
-	last := appendUnapplied(t, cfg, applied)
+	cfg, last := soloAheadOfStore(t, "127.0.110.21")
 	flipInLastBatch(t, cfg.DataDir)
 
 	var exits exitCodes
@@ -214,6 +215,20 @@ func TestDamagedLastLogBatchCatchesUpFromPeers(t *testing.T) {
 	}
 }
 
+// soloAheadOfStore is a closed single node whose log ends in a batch of
+// three entries its store never applied; it returns the index before them.
+func soloAheadOfStore(t *testing.T, ip string) (cluster.Config, uint64) {
+	t.Helper()
+	cfg := soloConfig(t.TempDir(), ip)
+	n := openSolo(t, cfg)
+	if err := put(ctxFor(t, 10*time.Second), n, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	applied := n.Machine().Applied()
+	n.Close()
+	return cfg, appendUnapplied(t, cfg, applied)
+}
+
 // appendUnapplied appends a batch of three entries after the store's
 // applied index, as a log that ran ahead of the store's durable state
 // holds them, and returns the index before them.
@@ -247,26 +262,11 @@ func appendUnapplied(t *testing.T, cfg cluster.Config, applied uint64) uint64 {
 // and starts, as before, rather than refusing like a damaged one.
 func TestTornLastLogBatchStarts(t *testing.T) {
 	t.Parallel()
-	cfg := soloConfig(t.TempDir(), "127.0.110.22")
-	n := openSolo(t, cfg)
-	if err := put(ctxFor(t, 10*time.Second), n, "k", []byte("v")); err != nil {
-		t.Fatal(err)
-	}
-	applied := n.Machine().Applied()
-	n.Close()
-	appendUnapplied(t, cfg, applied)
+	cfg, _ := soloAheadOfStore(t, "127.0.110.22")
 	// Zero the last commit frame: the write was torn before it.
-	path := tailSegment(t, cfg.DataDir)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := len(b) - 1
-	for end >= 0 && b[end] == 0 {
-		end--
-	}
+	path, b, end := tailWritten(t, cfg.DataDir)
 	copy(b[end-7:end+1], make([]byte, 8))
 	writeFile(t, path, b)
-	n = openSolo(t, cfg)
+	n := openSolo(t, cfg)
 	checkStored(t, n.Machine(), map[string][]byte{"k": []byte("v")})
 }
