@@ -55,13 +55,12 @@ const (
 	walFrameEntry     = 1
 	walFrameIndex     = 2
 	walFrameCommit    = 3
-	walMetaFile       = "wal-meta.db"
 )
 
 // scanLogTail reads the tail segment of the log in dir, before raft-wal
 // opens it, and reports a damaged last batch.
 func scanLogTail(dir string) (tailDamage, error) {
-	if _, err := os.Stat(filepath.Join(dir, walMetaFile)); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, metadb.FileName)); errors.Is(err, os.ErrNotExist) {
 		return tailDamage{}, nil
 	}
 	var meta metadb.BoltMetaDB
