@@ -83,6 +83,10 @@ type Config struct {
 	StoreCacheSize     int64
 	StoreMemTableSize  uint64
 	StoreKeyFilterSize int64
+	// StoreScrubPeriod is how long a background pass over the store's
+	// tables, checking every block's checksum, takes (store.Scrubber);
+	// 0 means store.DefaultScrubPeriod (a day), negative turns it off.
+	StoreScrubPeriod time.Duration
 	// FaultAppliedAhead plants the store bug applied-ahead (statemachine.go)
 	// for the jepsen self-test. Never set in production.
 	FaultAppliedAhead bool

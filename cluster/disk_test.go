@@ -165,7 +165,7 @@ func TestOpenRefusesFullDataDir(t *testing.T) {
 // the restarted node holds exactly the acknowledged state and takes writes.
 func TestDiskFillsWhileServing(t *testing.T) {
 	t.Parallel()
-	fs := mountTmpfs(t, "8m")
+	fs := mountTmpfs(t, "200m") // the free-space reserve with the defaults (193 MiB) and a little
 	// The node keeps running after the hook (a real process would be gone)
 	// and may fail more writes; only the first exit matters, and the hook
 	// must never block raft.
@@ -293,4 +293,27 @@ func flipInFile(t *testing.T, path string, marker []byte) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestOpenRefusesBelowFreeSpaceReserve: a data dir whose file system has
+// room for the 1 MiB probe but not for the store's flushes and compaction
+// and the log's next segment refuses to start, saying how much it needs,
+// what it has and the rule; with smaller memtables the same disk starts.
+func TestOpenRefusesBelowFreeSpaceReserve(t *testing.T) {
+	t.Parallel()
+	fs := mountTmpfs(t, "16m")
+	cfg := soloConfig(filepath.Join(fs, "data"), "127.0.110.9")
+	_, err := cluster.Open(cfg)
+	// The defaults: 6 × 32 MiB memtables + one 1 MiB log segment.
+	want := "needs 193 MiB free to start"
+	if !errors.Is(err, cluster.ErrDataDir) || err == nil || !strings.Contains(err.Error(), want) ||
+		!strings.Contains(err.Error(), "free space on") {
+		t.Fatalf("open with 16 MiB free: %v; want ErrDataDir saying %q", err, want)
+	}
+	t.Log(err)
+	cfg.StoreMemTableSize = 1 << 20 // 6 MiB + 1 MiB
+	n := openSolo(t, cfg)
+	if err := put(ctxFor(t, 10*time.Second), n, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
 }

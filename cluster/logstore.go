@@ -89,7 +89,7 @@ func (g *guardedLogStore) guard(write func() error) error {
 	}
 	g.waitWhileStalled()
 	if err := write(); err != nil {
-		g.log.Error("raft log write failed; exiting so that a restart recovers the log from disk", "err", err)
+		g.log.Error("raft log write failed; exiting so that a restart recovers the log from disk", "err", err, "advice", failureAdvice(err))
 		g.exit(exitLogWrite)
 		return fmt.Errorf("store raft log: %w", err)
 	}

@@ -108,6 +108,9 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 		return s
 	}))
 	collectors = append(collectors, newDiskCollector(n.cfg.DataDir))
+	if n.scrub != nil {
+		collectors = append(collectors, n.scrub)
+	}
 	for _, c := range collectors {
 		reg.MustRegister(c)
 	}

@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/idemnode/idemnode/fsm"
+	"github.com/idemnode/idemnode/store"
 )
 
 // Node is one idemnode server: the Raft instance, its stores and the state
@@ -45,6 +46,9 @@ type Node struct {
 	commits *committer
 	// reads shares leadership confirmations among concurrent reads.
 	reads confirmer
+	// scrub reads the store's tables in the background (scrub.go); nil
+	// when turned off.
+	scrub *store.Scrubber
 
 	// opened is when Open ran: the last contact of a node that never
 	// heard from a leader counts from it.
@@ -76,6 +80,9 @@ func Open(cfg Config) (*Node, error) {
 	if err := probeDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if err := checkFreeSpace(cfg.DataDir, cfg.StoreMemTableSize, cfg.LogSegmentSize); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger.With("node", cfg.NodeID)
 	machine, err := openMachine(cfg, log)
 	if err != nil {
@@ -86,6 +93,7 @@ func Open(cfg Config) (*Node, error) {
 	n.refusals.log = log
 	n.snaps = newStoreSnapshots(n.Machine)
 	n.fsm.installs = n.snaps
+	n.scrub = n.newScrubber()
 	n.registerMetrics(cfg.Metrics)
 	n.reads.confirm = n.verifyLeader
 	n.fsm.metrics = n.metrics
@@ -98,6 +106,10 @@ func Open(cfg Config) (*Node, error) {
 	go n.watchLeadership()
 	go n.runExpiry()
 	go n.runCommitter()
+	if n.scrub != nil {
+		n.wg.Add(1)
+		go n.runScrub(n.scrub)
+	}
 	if cfg.GossipAddr != "" {
 		if err := n.startMembership(existing); err != nil {
 			n.Close()

@@ -13,8 +13,9 @@ import (
 )
 
 // checkStoredState checks the data dir's Raft state before raft starts:
-// every log entry reads back (verifyLog), and the log continues where the
-// store ends. The store is raft's snapshot (snapstore.go), so raft will
+// every log entry reads back (verifyLog), a damaged last batch or a log
+// that ends before the store is resolved (logtail.go), and the log
+// continues where the store ends. The store is raft's snapshot (snapstore.go), so raft will
 // replay the log from the store's applied index; a log compacted past it
 // would be applied with a hole, and is refused with an ErrCorrupt error.
 func (n *Node) checkStoredState(logs raft.LogStore) error {
@@ -27,6 +28,9 @@ func (n *Node) checkStoredState(logs raft.LogStore) error {
 	}
 	meta := n.fsm.Meta()
 	n.log.Info("opened the store", "applied", meta.Applied, "records", meta.Records, "digest", meta.Digest())
+	if err := resolveLogTail(logs, n.stores.tailDamage, meta.Applied, n.log); err != nil {
+		return err
+	}
 	return checkLogContinues(logs, meta.Applied)
 }
 

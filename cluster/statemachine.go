@@ -38,7 +38,7 @@ func openMachine(cfg Config, log *slog.Logger) (*fsm.Machine, error) {
 	s, err := store.Open(dir, store.Options{
 		CacheSize: cfg.StoreCacheSize, MemTableSize: cfg.StoreMemTableSize, KeyFilterSize: cfg.StoreKeyFilterSize,
 		Fatal: func(err error) {
-			log.Error("the store failed: stopping (restart the node; if it fails again, wipe its data dir and rejoin)", "err", err)
+			log.Error("the store failed: stopping", "err", err, "advice", failureAdvice(err))
 			cfg.exit(exitStore)
 		},
 	})

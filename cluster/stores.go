@@ -40,6 +40,9 @@ type stores struct {
 	log    *raftwal.WAL
 	segs   *zeroedSegments
 	stable *raftboltdb.BoltStore
+	// tailDamage is a damaged last batch found before raft-wal dropped it
+	// (logtail.go).
+	tailDamage tailDamage
 }
 
 // openStores opens (creating when absent) the stores in dataDir. A data dir
@@ -51,6 +54,10 @@ func openStores(dataDir string, segmentSize int, log *slog.Logger) (*stores, err
 	}
 	s := &stores{stable: stable}
 	if err := moveLogOutOfBolt(dataDir, stable, segmentSize, log); err != nil {
+		stable.Close()
+		return nil, err
+	}
+	if s.tailDamage, err = scanLogTail(filepath.Join(dataDir, walDir)); err != nil {
 		stable.Close()
 		return nil, err
 	}

@@ -30,6 +30,7 @@ import (
 type serveFlags struct {
 	cacheSize         int64
 	memtableSize      int64
+	scrubPeriod       time.Duration
 	keyFilterSize     int64
 	memoryLimit       int64
 	nodeID            string
@@ -125,6 +126,8 @@ func newServeCmd() *cobra.Command {
 			"and the start is refused if the store's parts above may outgrow it; leave the page cache room beside it")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fl.DurationVar(&f.scrubPeriod, "store-scrub-period", store.DefaultScrubPeriod,
+		"read every table of the store in the background, checking its checksums, once per this period (negative: off)")
 	fl.DurationVar(&f.diskStallTimeout, "disk-stall-timeout", 20*time.Second,
 		"exit when a Raft log write takes longer, so a healthy node can lead (0: off)")
 	fl.DurationVar(&f.minLease, "min-lease", time.Second, "smallest lease a claim may ask for")
@@ -293,6 +296,7 @@ func serve(ctx context.Context, f serveFlags) error {
 		StoreCacheSize:     f.cacheSize,
 		StoreMemTableSize:  uint64(f.memtableSize),
 		StoreKeyFilterSize: f.keyFilterSize,
+		StoreScrubPeriod:   f.scrubPeriod,
 		Logger:             log,
 		Metrics:            reg,
 	})
