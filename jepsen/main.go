@@ -1,10 +1,11 @@
 // Command jepsen runs an idemnode cluster of real processes on this
 // machine, drives a racing claim/complete workload against it while a
 // seeded nemesis injects faults (partitions, kills, pauses, clock skew,
-// leadership transfers, membership changes, a stalled disk), then heals,
-// reads every key from every node and checks the history for anomalies:
-// two winners, two completions, lost writes, broken fencing, and
-// non-linearizable reads. It exits 1 on any anomaly.
+// leadership transfers, membership changes, a stalled disk, a node restored
+// from another cluster's backup that joins), then heals, reads every key
+// from every node and checks the history for anomalies: two winners, two
+// completions, lost writes, broken fencing, non-linearizable reads, and a
+// server of another cluster admitted. It exits 1 on any anomaly.
 //
 //	go run ./jepsen -profile ci
 //	go run ./jepsen -profile nightly
