@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -19,16 +20,29 @@ import (
 type procCluster struct {
 	nodes []*node
 	part  *netfault.Partitioner // nil when partitions are unavailable
+
+	// What the foreign-join fault needs to start servers beside the
+	// cluster (foreign.go): the results dir, the binary, the subnet, the
+	// timings every server gets, and the cluster's flags without a planted
+	// bug.
+	dir, bin      string
+	subnet        int
+	common, flags []string
+	// outsiders are the processes started beside the cluster; shutdown
+	// stops them too.
+	outsiders []*node
 }
 
 func newProcCluster(cfg config, dir, bin string) (*procCluster, error) {
-	c := &procCluster{}
-	flags := []string{"--bootstrap-expect", fmt.Sprint(cfg.nodes), "--gossip-profile", "local",
+	common := []string{"--gossip-profile", "local",
 		"--snapshot-threshold", "256", "--snapshot-interval", "1s",
 		"--min-lease", "100ms", "--min-ttl", "2s", "--expiry-interval", "200ms",
 		"--disk-stall-timeout", "4s", "--log-level", "warn"}
+	c := &procCluster{dir: dir, bin: bin, subnet: cfg.subnet, common: common,
+		flags: append([]string{"--bootstrap-expect", fmt.Sprint(cfg.nodes)}, common...)}
+	flags := c.flags
 	if cfg.bug != "" {
-		flags = append(flags, "--fault-bug", cfg.bug)
+		flags = append(slices.Clone(flags), "--fault-bug", cfg.bug)
 	}
 	for i := 1; i <= cfg.nodes; i++ {
 		n := &node{id: fmt.Sprintf("n%d", i), ip: fmt.Sprintf("127.0.%d.%d", cfg.subnet, 10+i),
@@ -202,6 +216,9 @@ func recordStatus(sts []*idempb.StatusResponse, h *history.Writer, clock func() 
 func (c *procCluster) shutdown() {
 	for _, n := range c.nodes {
 		_ = n.signal(syscall.SIGCONT)
+		n.kill()
+	}
+	for _, n := range c.outsiders {
 		n.kill()
 	}
 	if c.part != nil {

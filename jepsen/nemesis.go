@@ -33,6 +33,17 @@ type nemesis struct {
 	hist  *history.Writer
 	clock func() int64
 	log   func(format string, args ...any)
+	keys  *keySpace  // the workload's keys, which the foreign cluster's records use
+	res   *runResult // where a heal records a foreign node admitted
+
+	// healed is what the last heal found, for its log line and record.
+	healed string
+	// foreign is the other cluster's backup, made at the first
+	// foreign-join; intruder the node restored from it, until the heal;
+	// intrusions counts them, so each gets a fresh id (foreign.go).
+	foreign    *foreignCluster
+	intruder   *node
+	intrusions int
 }
 
 var faults = []fault{
@@ -49,6 +60,7 @@ var faults = []fault{
 	{name: "transfer", start: transferLeadership, heal: func(*nemesis) {}},
 	{name: "membership", start: removeFollower, heal: restartAll},
 	{name: "stall-leader-disk", start: stallLeaderDisk, heal: unstallAll},
+	{name: "foreign-join", start: foreignJoin, heal: healForeignJoin},
 }
 
 func faultByName(name string) (fault, bool) {
@@ -78,9 +90,14 @@ func (n *nemesis) run(ctx context.Context, chosen []fault, quiet, active time.Du
 		n.record(f.name, history.FaultStart, detail)
 		n.log("nemesis %s start: %s", f.name, detail)
 		sleep(ctx, jitter(n.rng, active))
+		n.healed = ""
 		f.heal(n)
-		n.record(f.name, history.FaultEnd, "")
-		n.log("nemesis %s healed", f.name)
+		n.record(f.name, history.FaultEnd, n.healed)
+		if n.healed != "" {
+			n.log("nemesis %s healed: %s", f.name, n.healed)
+		} else {
+			n.log("nemesis %s healed", f.name)
+		}
 	}
 }
 
@@ -286,18 +303,22 @@ func removeFollower(ctx context.Context, n *nemesis) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	admin := idempb.NewAdminClient(conn)
+	return "killed and removed " + victim.id, removeMember(ctx, idempb.NewAdminClient(conn), victim.id)
+}
+
+// removeMember removes a killed server from the Raft configuration,
+// retrying until the leader's gossip has declared it dead.
+func removeMember(ctx context.Context, admin idempb.AdminClient, id string) error {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err = admin.RemoveMember(rctx, &idempb.RemoveMemberRequest{Id: victim.id})
+		_, err := admin.RemoveMember(rctx, &idempb.RemoveMemberRequest{Id: id})
 		cancel()
 		if status.Code(err) != codes.FailedPrecondition || time.Now().After(deadline) || ctx.Err() != nil {
-			break
+			return err
 		}
 		sleep(ctx, 200*time.Millisecond) // gossip has not declared it dead yet
 	}
-	return "killed and removed " + victim.id, err
 }
 
 // stallLeaderDisk blocks the leader's Raft log writes; its watchdog exits

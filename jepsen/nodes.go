@@ -35,19 +35,29 @@ type node struct {
 	skew    time.Duration // --fault-clock-offset for the next start
 	paused  bool
 	starts  int
+	exit    int // exit code of the last process that ended (-1: killed by a signal)
 	conn    *grpc.ClientConn
 	stopSup chan struct{}
 }
 
 func (n *node) grpcAddr() string   { return net.JoinHostPort(n.ip, "7400") }
+func (n *node) raftAddr() string   { return net.JoinHostPort(n.ip, "7401") }
 func (n *node) gossipAddr() string { return net.JoinHostPort(n.ip, "7402") }
+func (n *node) dataDir() string    { return filepath.Join(n.dir, "data") }
+func (n *node) logFile() string    { return filepath.Join(n.dir, "log") }
 func (n *node) stallFile() string  { return filepath.Join(n.dir, "stall") }
 
 // start launches the process (if not running) and keeps it supervised.
-func (n *node) start(peers []string) error {
+func (n *node) start(peers []string) error { return n.launch(peers, true) }
+
+// startOnce launches the process unsupervised: when it exits it stays
+// down (a node expected to stop by itself).
+func (n *node) startOnce(peers []string) error { return n.launch(peers, false) }
+
+func (n *node) launch(peers []string, supervised bool) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.want = true
+	n.want = supervised
 	if n.cmd != nil {
 		return nil
 	}
@@ -55,8 +65,8 @@ func (n *node) start(peers []string) error {
 }
 
 func (n *node) spawnLocked(peers []string) error {
-	args := []string{"serve", "--node-id", n.id, "--data-dir", filepath.Join(n.dir, "data"),
-		"--grpc-addr", n.grpcAddr(), "--raft-addr", net.JoinHostPort(n.ip, "7401"),
+	args := []string{"serve", "--node-id", n.id, "--data-dir", n.dataDir(),
+		"--grpc-addr", n.grpcAddr(), "--raft-addr", n.raftAddr(),
 		"--gossip-addr", n.gossipAddr(), "--http-addr", net.JoinHostPort(n.ip, "7403"),
 		"--api-addr", net.JoinHostPort(n.ip, "7404"),
 		"--join", strings.Join(peers, ","), "--fault-disk-stall-file", n.stallFile(),
@@ -66,7 +76,7 @@ func (n *node) spawnLocked(peers []string) error {
 	if n.skew != 0 {
 		args = append(args, "--fault-clock-offset", n.skew.String())
 	}
-	logf, err := os.OpenFile(filepath.Join(n.dir, "log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logf, err := os.OpenFile(n.logFile(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("%s: open log: %w", n.id, err)
 	}
@@ -86,8 +96,8 @@ func (n *node) spawnLocked(peers []string) error {
 	go func() {
 		_ = cmd.Wait()
 		logf.Close()
+		n.onExit(cmd, peers) // first, so a waiter on exited sees the exit code
 		close(exited)
-		n.onExit(cmd, peers)
 	}()
 	return nil
 }
@@ -100,7 +110,7 @@ func (n *node) onExit(cmd *exec.Cmd, peers []string) {
 	if n.cmd != cmd {
 		return
 	}
-	n.cmd = nil
+	n.cmd, n.exit = nil, cmd.ProcessState.ExitCode()
 	if n.want {
 		go func() {
 			time.Sleep(500 * time.Millisecond)
@@ -115,7 +125,15 @@ func (n *node) onExit(cmd *exec.Cmd, peers []string) {
 
 // kill sends SIGKILL and waits for the process to be gone; it stays down
 // until start is called again.
-func (n *node) kill() {
+func (n *node) kill() { n.end(syscall.SIGKILL, 0) }
+
+// stop sends SIGTERM (a clean shutdown) and waits for the process to be
+// gone, killing it after timeout.
+func (n *node) stop(timeout time.Duration) { n.end(syscall.SIGTERM, timeout) }
+
+// end stops supervising the process, sends it sig and waits for it to
+// exit; after timeout, unless 0, it kills it.
+func (n *node) end(sig syscall.Signal, timeout time.Duration) {
 	n.mu.Lock()
 	n.want = false
 	cmd, exited := n.cmd, n.exited
@@ -123,8 +141,23 @@ func (n *node) kill() {
 	if cmd == nil {
 		return
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-exited
+	_ = cmd.Process.Signal(sig)
+	if timeout == 0 {
+		<-exited
+		return
+	}
+	select {
+	case <-exited:
+	case <-time.After(timeout):
+		n.kill()
+	}
+}
+
+// lastExit reports whether the process ran and ended, and its exit code.
+func (n *node) lastExit() (ended bool, code int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd == nil && n.starts > 0, n.exit
 }
 
 // signal sends sig to a running process.

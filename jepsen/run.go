@@ -79,6 +79,9 @@ type runResult struct {
 	skipped  []string
 	elapsed  time.Duration
 	converge error
+	// admitted lists the servers of another cluster found in the Raft
+	// configuration (foreign.go): each fails the run.
+	admitted []string
 }
 
 // execute starts the cluster, runs workload and nemesis, heals, converges
@@ -147,6 +150,9 @@ func execute(cfg config, dir string, logf func(string, ...any)) (*runResult, err
 	if err := recordStatus(sts, hist, clock); err != nil {
 		return nil, err
 	}
+	if _, err := c.checkConfiguration(ctx, res, "at the end", logf); err != nil {
+		logf("check the final configuration: %v", err)
+	}
 	res.keys, res.elapsed = len(all), time.Since(start)
 	return res, hist.Close()
 }
@@ -212,7 +218,8 @@ func runLoad(ctx context.Context, cfg config, c *procCluster, chosen []fault, ke
 		go func() { defer wg.Done(); w.run(loadCtx) }()
 	}
 	if len(chosen) > 0 {
-		n := &nemesis{c: c, rng: rand.New(rand.NewPCG(cfg.seed, 0)), hist: faultLog, clock: clock, log: logf}
+		n := &nemesis{c: c, rng: rand.New(rand.NewPCG(cfg.seed, 0)), hist: faultLog, clock: clock, log: logf,
+			keys: keys, res: res}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

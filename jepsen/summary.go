@@ -23,6 +23,9 @@ func verdict(cfg config, dir string, res *runResult, logf func(string, ...any)) 
 	}
 	report := checker.Check(events, faultsSeen, checker.Options{VisualizeDir: filepath.Join(dir, "linearizability"),
 		LinearizabilityTimeout: cfg.checkTimeout})
+	for _, a := range res.admitted {
+		report.Anomalies = append(report.Anomalies, checker.Anomaly{Kind: foreignAdmitted, Explanation: "foreign node admitted: " + a})
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "idemnode jepsen run\nreproduce: %s\nresults:   %s\n\n", cfg.reproduce(), dir)
 	fmt.Fprintf(&b, "nodes %d, clients %d, duration %s, elapsed %s\n", cfg.nodes, cfg.clients, cfg.duration, res.elapsed.Round(1e9))
@@ -33,6 +36,9 @@ func verdict(cfg config, dir string, res *runResult, logf func(string, ...any)) 
 	}
 	if res.converge != nil {
 		fmt.Fprintf(&b, "convergence: %v\n", res.converge)
+	}
+	for _, a := range res.admitted {
+		fmt.Fprintf(&b, "foreign node admitted: %s\n", a)
 	}
 	b.WriteString("\n" + report.Summary())
 	if err := os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(b.String()), 0o644); err != nil {

@@ -64,13 +64,15 @@ type keySpace struct {
 }
 
 func (k *keySpace) pick(r *rand.Rand) string {
-	gen := k.ops.Add(1) / k.opsPerGen
-	key := fmt.Sprintf("g%d-k%d", gen, r.IntN(k.hot))
+	key := keyName(k.ops.Add(1)/k.opsPerGen, r.IntN(k.hot))
 	k.mu.Lock()
 	k.seen[key] = true
 	k.mu.Unlock()
 	return key
 }
+
+// keyName is the i-th hot key of key set gen.
+func keyName(gen int64, i int) string { return fmt.Sprintf("g%d-k%d", gen, i) }
 
 func (k *keySpace) all() []string {
 	k.mu.Lock()
