@@ -331,12 +331,13 @@ func expired(err error) problem {
 		return p
 	}
 	p.KeyExpiresAt = timeString(gone.ExpiresAt)
-	ran := "may have run: it was still in progress when its record expired"
+	// Two times, each with its own verb: when the operation completed (if
+	// it did), and when its record expired.
+	ran := fmt.Sprintf("may have run: it was still in progress when its record expired at %s, and", p.KeyExpiresAt)
 	if !gone.CompletedAt.IsZero() {
-		ran = "ran and completed at " + timeString(gone.CompletedAt)
+		ran = fmt.Sprintf("ran and completed at %s; its record expired at %s and", timeString(gone.CompletedAt), p.KeyExpiresAt)
 	}
-	p.Detail = fmt.Sprintf("This operation %s, at %s; its response is gone. Do not send it again with a new key: look its result up instead.",
-		ran, p.KeyExpiresAt)
+	p.Detail = "This operation " + ran + " its response is gone. Do not send it again with a new key: look its result up instead."
 	return p
 }
 
