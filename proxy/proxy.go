@@ -81,7 +81,7 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy metrics: %w", err)
 	}
-	upstream := upstreamHandler(cfg, m)
+	upstream := upstreamHandler(cfg, m, cfg.Routes.endToEnd())
 	mux := http.NewServeMux()
 	mux.Handle("/", upstream)
 	tenant := cfg.Routes.Tenant.tenantFunc()
@@ -137,30 +137,40 @@ func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 
 // upstreamHandler forwards a request to the upstream, with the fencing
 // token of the claim it runs under (none when unguarded).
-func upstreamHandler(cfg Config, m *metrics) http.Handler {
+func upstreamHandler(cfg Config, m *metrics, endToEnd []string) http.Handler {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = cfg.UpstreamTimeout
 	tr.MaxIdleConnsPerHost = 256
 	rp := &httputil.ReverseProxy{
+		// Rewrite runs after ReverseProxy removed the hop-by-hop headers,
+		// those the caller names in Connection among them: what the proxy
+		// adds or relies on is set here, on the outbound request, so no
+		// caller can strip it.
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(cfg.Upstream)
 			pr.SetXForwarded()
+			for _, h := range runHeaders {
+				pr.Out.Header.Del(h)
+			}
+			if run, guarded := client.RunFrom(pr.In.Context()); guarded {
+				for _, h := range endToEnd {
+					if v, sent := pr.In.Header[h]; sent {
+						pr.Out.Header[h] = v
+					}
+				}
+				setRunHeaders(pr.Out.Header, run)
+			}
 		},
 		Transport:    timedTransport{next: tr, m: m},
 		ErrorHandler: upstreamError(cfg.Logger),
 		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for _, h := range runHeaders {
-			r.Header.Del(h)
-		}
-		run, guarded := client.RunFrom(r.Context())
-		if !guarded {
+		if _, guarded := client.RunFrom(r.Context()); !guarded {
 			m.requests.WithLabelValues(outcomePassthrough).Inc()
 			rp.ServeHTTP(w, r)
 			return
 		}
-		setRunHeaders(r.Header, run)
 		// A guarded request runs to the upstream's answer even when its
 		// caller goes away (a client timeout, a closed connection): the
 		// upstream has likely acted, and its answer must be stored for the
