@@ -70,8 +70,9 @@ type Config struct {
 	// 1 MiB); a larger body is answered 413.
 	MaxBody int64
 	// MaxStoredBody is the largest response body stored (default 1 MiB,
-	// the server's limit). A larger response is sent, and what is stored
-	// in its place is a marker: every retry is answered with the same
+	// the server's limit), and the most a request holds in memory. A
+	// larger response streams to the caller once it outgrows it, and what
+	// is stored in its place is a marker: every retry is answered with the same
 	// status, Idempotent-Response-Not-Kept: true and a problem body
 	// (ProblemResponseNotKept) saying the operation ran. The handler never
 	// runs twice for a response it could not store.
@@ -239,41 +240,118 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve runs the handler under the key, or answers from the record.
 func (h *handler) serve(w http.ResponseWriter, r *http.Request, id client.ID, fingerprint []byte) {
-	sent, res, err := h.run(r, id, fingerprint)
-	h.answer(w, r, id, sent, res, err)
+	a := &attempt{}
+	res, err := h.run(w, r, id, fingerprint, a)
+	h.answer(w, r, id, a, res, err)
 }
 
-// run runs the handler under the key with Do. sent is the handler's
-// response when it ran, which the caller gets; what Do stores is the same,
-// or the not-kept marker when it does not fit.
-func (h *handler) run(r *http.Request, id client.ID, fingerprint []byte) (sent client.Response, res client.Result, err error) {
+// attempt is one run of the handler under a key: what it wrote, and what
+// Do is to do with the key.
+type attempt struct {
+	rec *recorder
+	// sent is the handler's response (headers only when it streamed).
+	sent client.Response
+	// release: no status that is stored was written, and the response
+	// broke: a transient failure, and the retry runs the handler again.
+	release bool
+	// panicked is the handler's panic after it wrote a status that is
+	// stored, raised again once the key is completed.
+	panicked any
+}
+
+// run runs the handler under the key with Do. What Do stores is the
+// handler's response, or the not-kept marker when it does not fit or
+// broke off after its status.
+func (h *handler) run(w http.ResponseWriter, r *http.Request, id client.ID, fingerprint []byte, a *attempt) (client.Result, error) {
 	cfg := &h.m.cfg
-	opts := []client.Option{client.WithWait(h.route.wait), client.WithClassifier(h.classify)}
+	classify := func(resp client.Response, err error) client.Action {
+		if a.release {
+			return client.Release
+		}
+		return h.classify(resp, err)
+	}
+	opts := []client.Option{client.WithWait(h.route.wait), client.WithClassifier(classify)}
 	if cfg.Lease > 0 {
 		opts = append(opts, client.WithLease(cfg.Lease))
 	}
 	if cfg.TTL > 0 {
 		opts = append(opts, client.WithTTL(cfg.TTL))
 	}
-	// A panic in the handler propagates through Do, which releases the key
-	// first; net/http then aborts the connection, and the retry runs again.
-	res, err = cfg.Client.Do(r.Context(), id, fingerprint, func(ctx context.Context) (client.Response, error) {
-		rec := newRecorder()
-		h.next.ServeHTTP(rec, r.WithContext(ctx))
-		sent = rec.response()
-		if cfg.Store(sent.Status) && !fits(sent, cfg.MaxStoredBody) {
-			cfg.Logger.Warn("idemhttp: response too large to store; retries are answered that it ran, without it",
-				"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "status", sent.Status, "bytes", len(sent.Body))
-			return notKept(sent, cfg.MaxStoredBody), nil
-		}
-		return sent, nil
+	return cfg.Client.Do(r.Context(), id, fingerprint, func(ctx context.Context) (resp client.Response, _ error) {
+		a.rec = newRecorder(w, cfg.MaxStoredBody)
+		defer func() {
+			// A panic before a status that is stored propagates through
+			// Do, which releases the key first; net/http then aborts the
+			// connection, and the retry runs again. After one, the
+			// operation ran: the key is completed, and the panic raised
+			// again after that (answer).
+			if a.rec.status == 0 || !cfg.Store(a.rec.status) {
+				return
+			}
+			if p := recover(); p != nil {
+				a.panicked = p
+				resp = h.keep(id, a, fmt.Errorf("the handler panicked: %v", p))
+			}
+		}()
+		h.next.ServeHTTP(a.rec, r.WithContext(ctx))
+		return h.keep(id, a, a.rec.broken), nil
 	}, opts...)
-	return sent, res, err
+}
+
+// keep returns what Do is to store of the handler's response: the
+// response, or the not-kept marker when it is too large (it may have
+// streamed) or broke off after a status that is stored. Once such a status
+// was written, the operation ran, whatever became of its body: the key is
+// never released. A response that broke before one releases it.
+func (h *handler) keep(id client.ID, a *attempt, broken error) client.Response {
+	cfg := &h.m.cfg
+	rec := a.rec
+	if broken != nil && (rec.status == 0 || !cfg.Store(rec.status)) {
+		a.release = true
+		cfg.Logger.Warn("idemhttp: the response broke off before a status that is stored; the key is released",
+			"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "status", rec.status, "err", broken)
+		return client.Response{}
+	}
+	a.sent = rec.response()
+	switch {
+	case !cfg.Store(a.sent.Status):
+		return a.sent // classify releases it
+	case broken != nil:
+		cfg.Logger.Warn("idemhttp: the response broke off after its status; retries are answered that it ran, without it",
+			"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "status", a.sent.Status, "err", broken)
+		return brokenKept(a.sent.Status, broken)
+	case rec.streamed || !fits(a.sent, cfg.MaxStoredBody):
+		cfg.Logger.Warn("idemhttp: response too large to store; retries are answered that it ran, without it",
+			"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "status", a.sent.Status, "bytes", rec.bodyLen)
+		return notKept(a.sent, rec.bodyLen, cfg.MaxStoredBody)
+	}
+	return a.sent
+}
+
+// deliver sends the caller what the handler produced, once Do recorded it
+// (kept: the key holds the response or its marker).
+func deliver(w http.ResponseWriter, a *attempt, kept bool) {
+	rec := a.rec
+	switch {
+	case a.panicked != nil:
+		panic(a.panicked)
+	case rec.broken != nil && rec.streamed:
+		// The caller has the status and part of the body: all that is
+		// left is to cut the connection, as ReverseProxy does, so that
+		// it never takes the part for the whole.
+		panic(http.ErrAbortHandler)
+	case rec.broken != nil:
+		writeProblem(w, brokenProblem(rec.status, rec.broken, kept), 0)
+	case rec.streamed:
+		// Sent as it was written.
+	default:
+		writeResponse(w, a.sent)
+	}
 }
 
 // answer sends what run produced: the handler's response, the stored one,
 // or the problem that kept the handler from running.
-func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, sent client.Response, res client.Result, err error) {
+func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, a *attempt, res client.Result, err error) {
 	cfg := &h.m.cfg
 	switch {
 	case res.Executed:
@@ -284,7 +362,7 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, s
 			outcome = OutcomeUnrecorded
 		}
 		h.observe(r, outcome)
-		writeResponse(w, sent)
+		deliver(w, a, err == nil && res.Action == client.Complete)
 	case err == nil:
 		h.observe(r, OutcomeReplayed)
 		writeReplay(w, res.Response, res.CompletedAt)

@@ -52,6 +52,11 @@ type Config struct {
 	// UpstreamTimeout bounds the wait for the upstream's response headers
 	// (default 60s); a timeout is answered 504 and releases the key.
 	UpstreamTimeout time.Duration
+	// UpstreamBodyTimeout bounds the upstream's response body, from its
+	// headers to its end (default 5m). Past it, or when the body breaks
+	// off, a status the route stores keeps the key (the operation ran)
+	// with the not-kept marker; see idemhttp.ResponseBroken.
+	UpstreamBodyTimeout time.Duration
 	// Metrics registers the proxy's metrics; nil registers none.
 	Metrics prometheus.Registerer
 	Logger  *slog.Logger
@@ -73,6 +78,9 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	if cfg.UpstreamTimeout <= 0 {
 		cfg.UpstreamTimeout = 60 * time.Second
+	}
+	if cfg.UpstreamBodyTimeout <= 0 {
+		cfg.UpstreamBodyTimeout = 5 * time.Minute
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -161,9 +169,10 @@ func upstreamHandler(cfg Config, m *metrics, endToEnd []string) http.Handler {
 				setRunHeaders(pr.Out.Header, run)
 			}
 		},
-		Transport:    timedTransport{next: tr, m: m},
-		ErrorHandler: upstreamError(cfg.Logger),
-		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		Transport:      timedTransport{next: tr, m: m},
+		ModifyResponse: gotHeaders,
+		ErrorHandler:   upstreamError(cfg.Logger),
+		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, guarded := client.RunFrom(r.Context()); !guarded {
@@ -171,14 +180,7 @@ func upstreamHandler(cfg Config, m *metrics, endToEnd []string) http.Handler {
 			rp.ServeHTTP(w, r)
 			return
 		}
-		// A guarded request runs to the upstream's answer even when its
-		// caller goes away (a client timeout, a closed connection): the
-		// upstream has likely acted, and its answer must be stored for the
-		// retry. Cut off, the proxy would answer 502, release the key, and
-		// the retry would run the upstream again.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), cfg.UpstreamTimeout)
-		defer cancel()
-		rp.ServeHTTP(w, r.WithContext(ctx))
+		serveGuarded(rp, cfg, w, r)
 	})
 }
 
@@ -198,9 +200,10 @@ func setRunHeaders(h http.Header, run *client.Run) {
 	}
 }
 
-// upstreamError answers a request the upstream did not answer: 504 when it
-// timed out, 502 when it refused or broke the connection. Both release a
-// guarded key (by default), so the retry runs again.
+// upstreamError answers a request the upstream did not answer with a
+// status: 504 when it timed out, 502 when it refused or broke the
+// connection. Both release a guarded key (by default), so the retry runs
+// again. A body that breaks after the status is serveGuarded's.
 func upstreamError(log *slog.Logger) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		status, title := http.StatusBadGateway, "Upstream failed"
