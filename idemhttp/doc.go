@@ -63,6 +63,12 @@
 // stays claimed until its lease ends, so a retry within the lease is
 // answered 409 and one after it runs the handler again.
 //
+// A caller that leaves while the handler runs cancels the handler's
+// context, as net/http does, but not the claim: its lease is extended
+// until the handler returns, and what it answers is stored, so a retry
+// meanwhile is held or answered 409, never run a second time. A caller
+// that leaves before the handler starts releases the key; nothing ran.
+//
 // The handler runs with Do's context: client.RunFrom(r.Context()) is the
 // claim it runs under, so a multi-step handler records each step it
 // finishes (Run.Checkpoint) and, when a retry takes the key over after a

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -277,8 +278,18 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, id client.ID, fing
 	if cfg.TTL > 0 {
 		opts = append(opts, client.WithTTL(cfg.TTL))
 	}
-	return cfg.Client.Do(r.Context(), id, fingerprint, func(ctx context.Context) (resp client.Response, _ error) {
+	d := newDetach(r.Context())
+	defer d.close()
+	return cfg.Client.Do(d.ctx, id, fingerprint, func(ctx context.Context) (resp client.Response, _ error) {
+		hctx, cancel := d.start(ctx)
+		defer cancel()
 		a.rec = newRecorder(w, cfg.MaxStoredBody)
+		if hctx == nil {
+			// The caller left between the claim and the handler: nothing
+			// ran, and nobody waits for an answer.
+			a.release = true
+			return client.Response{}, nil
+		}
 		defer func() {
 			// A panic before a status that is stored propagates through
 			// Do, which releases the key first; net/http then aborts the
@@ -293,9 +304,59 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, id client.ID, fing
 				resp = h.keep(id, a, fmt.Errorf("the handler panicked: %v", p))
 			}
 		}()
-		h.next.ServeHTTP(a.rec, r.WithContext(ctx))
+		h.next.ServeHTTP(a.rec, r.WithContext(hctx))
 		return h.keep(id, a, a.rec.broken), nil
 	}, opts...)
+}
+
+// detach is the context Do runs with: the request's until the handler
+// starts (a caller that leaves while the claim waits ends the wait), then
+// one the caller's leaving no longer ends, so that Do keeps extending the
+// lease while the handler works: a lapsed lease would let a retry take the
+// key over and run the operation a second time.
+type detach struct {
+	req    context.Context
+	ctx    context.Context
+	cancel context.CancelFunc
+	stop   func() bool
+	mu     sync.Mutex // orders the caller's leaving against the handler's start
+	// running: the handler started, and the caller's leaving is its alone.
+	running bool
+}
+
+func newDetach(req context.Context) *detach {
+	d := &detach{req: req}
+	d.ctx, d.cancel = context.WithCancel(context.WithoutCancel(req))
+	d.stop = context.AfterFunc(req, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if !d.running {
+			d.cancel()
+		}
+	})
+	return d
+}
+
+// start is called first thing in the function Do runs, with its context.
+// It returns the handler's context, which the caller's leaving cancels as
+// net/http's would (and Do's, when the lease is lost), and its cancel
+// function; a nil context when the caller had already left.
+func (d *detach) start(run context.Context) (context.Context, context.CancelFunc) {
+	d.mu.Lock()
+	d.running = true
+	d.mu.Unlock()
+	if run.Err() != nil {
+		return nil, func() {}
+	}
+	hctx, cancel := context.WithCancel(run)
+	stop := context.AfterFunc(d.req, cancel)
+	return hctx, func() { stop(); cancel() }
+}
+
+// close ends Do's context, once Do returned.
+func (d *detach) close() {
+	d.stop()
+	d.cancel()
 }
 
 // keep returns what Do is to store of the handler's response: the
@@ -344,6 +405,8 @@ func deliver(w http.ResponseWriter, a *attempt, kept bool) {
 		writeProblem(w, brokenProblem(rec.status, rec.broken, kept), 0)
 	case rec.streamed:
 		// Sent as it was written.
+	case a.release:
+		// The caller left before the handler started: nothing ran.
 	default:
 		writeResponse(w, a.sent)
 	}
