@@ -474,9 +474,13 @@ func expired(err error) problem {
 	p.KeyExpiresAt = timeString(gone.ExpiresAt)
 	// Two times, each with its own verb: when the operation completed (if
 	// it did), and when its record expired.
-	ran := fmt.Sprintf("may have run: it was still in progress when its record expired at %s, and", p.KeyExpiresAt)
+	expiredAt := "its record expired"
+	if p.KeyExpiresAt != "" {
+		expiredAt += " at " + p.KeyExpiresAt
+	}
+	ran := "may have run: it was still in progress when " + expiredAt + ", and"
 	if !gone.CompletedAt.IsZero() {
-		ran = fmt.Sprintf("ran and completed at %s; its record expired at %s and", timeString(gone.CompletedAt), p.KeyExpiresAt)
+		ran = fmt.Sprintf("ran and completed at %s; %s and", timeString(gone.CompletedAt), expiredAt)
 	}
 	p.Detail = "This operation " + ran + " its response is gone. Do not send it again with a new key: look its result up instead."
 	return p

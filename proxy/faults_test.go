@@ -124,13 +124,7 @@ func TestProxyCallerGivesUp(t *testing.T) {
 	up := startUpstream(t)
 	base, _ := startProxy(t, shared, up, nil)
 	key := client.NewKey()
-	impatient := &http.Client{Timeout: 300 * time.Millisecond}
-	req, _ := http.NewRequest("POST", base+"/charges?sleep=1.5", strings.NewReader(`{}`))
-	req.Header.Set("Idempotency-Key", key)
-	if resp, err := impatient.Do(req); err == nil {
-		resp.Body.Close()
-		t.Fatalf("the impatient caller got HTTP %d, want its own timeout", resp.StatusCode)
-	}
+	giveUp(t, base+"/charges?sleep=1.5", key)
 	retry := send(t, "POST", base+"/charges?sleep=1.5", key, `{}`)
 	if retry.status != 201 || retry.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry: HTTP %d %v %s, want the first run's answer replayed", retry.status, retry.header, retry.body)
@@ -159,14 +153,7 @@ func TestProxyCallerGoneKeepsLease(t *testing.T) {
 	// that fails early must not leave the handler blocked.
 	t.Cleanup(respond)
 	key := client.NewKey()
-	impatient := &http.Client{Timeout: 300 * time.Millisecond}
-	req, _ := http.NewRequest("POST", base+"/charges", strings.NewReader(`{}`))
-	req.Header.Set("Idempotency-Key", key)
-	if resp, err := impatient.Do(req); err == nil {
-		resp.Body.Close()
-		respond()
-		t.Fatalf("the impatient caller got HTTP %d, want its own timeout", resp.StatusCode)
-	}
+	giveUp(t, base+"/charges", key)
 	left := time.Now()
 	cl, id := newClient(t), client.ID{Scope: "POST /charges", Key: key}
 	var last client.Record
@@ -188,5 +175,18 @@ func TestProxyCallerGoneKeepsLease(t *testing.T) {
 	})
 	if r := send(t, "POST", base+"/charges", key, `{}`); r.status != 201 || r.header.Get("Idempotent-Replayed") != "true" || up.hits.Load() != 1 {
 		t.Fatalf("retry: HTTP %d %v after %d runs, want the replay after 1", r.status, r.header, up.hits.Load())
+	}
+}
+
+// giveUp sends a POST with key from a caller that gives up after 300 ms,
+// before the upstream answers.
+func giveUp(t testing.TB, url, key string) {
+	t.Helper()
+	impatient := &http.Client{Timeout: 300 * time.Millisecond}
+	req, _ := http.NewRequest("POST", url, strings.NewReader(`{}`))
+	req.Header.Set("Idempotency-Key", key)
+	if resp, err := impatient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the impatient caller got HTTP %d, want its own timeout", resp.StatusCode)
 	}
 }
