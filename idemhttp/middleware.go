@@ -375,6 +375,9 @@ func (h *handler) keep(id client.ID, a *attempt, broken error) client.Response {
 	}
 	a.sent = rec.response()
 	switch {
+	case rec.notAnswer:
+		a.release = true
+		return a.sent
 	case !cfg.Store(a.sent.Status):
 		return a.sent // classify releases it
 	case broken != nil:
@@ -405,7 +408,7 @@ func deliver(w http.ResponseWriter, a *attempt, kept bool) {
 		writeProblem(w, brokenProblem(rec.status, rec.broken, kept), 0)
 	case rec.streamed:
 		// Sent as it was written.
-	case a.release:
+	case a.sent.Status == 0:
 		// The caller left before the handler started: nothing ran.
 	default:
 		writeResponse(w, a.sent)

@@ -39,6 +39,9 @@ type recorder struct {
 	// broken is why the handler could not finish the response it began
 	// (ResponseBroken).
 	broken error
+	// notAnswer: what the handler writes is its own failure to get an
+	// answer (NotAnAnswer).
+	notAnswer bool
 }
 
 func newRecorder(w http.ResponseWriter, limit int) *recorder {
@@ -135,6 +138,20 @@ func ResponseBroken(w http.ResponseWriter, cause error) bool {
 		r.broken = cause
 	}
 	return true
+}
+
+// NotAnAnswer tells the middleware that what the handler writes on w is
+// not the operation's answer but its own failure to get one, such as the
+// proxy's 502 when the upstream refused the connection or its 504 when no
+// response headers came: it is sent as written, never stored, and the key
+// is released whatever Config.Store says, so the retry runs again. Call it
+// before writing. It reports whether w is the middleware's recorder.
+func NotAnAnswer(w http.ResponseWriter) bool {
+	r, ok := w.(*recorder)
+	if ok {
+		r.notAnswer = true
+	}
+	return ok
 }
 
 // hopByHop headers describe one connection and are never stored.

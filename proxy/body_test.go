@@ -244,3 +244,28 @@ func TestProxyStreamsResponseOverTheLimit(t *testing.T) {
 type countTo struct{ n *atomic.Int64 }
 
 func (c countTo) Write(p []byte) (int, error) { c.n.Add(int64(len(p))); return len(p), nil }
+
+// TestProxyOwnFailureNeverStored: the proxy's own 504 (no response headers
+// within --upstream-timeout) is no answer of the upstream's: it releases
+// the key even on a route that stores every status, so the retry reaches
+// the upstream instead of a replay of the timeout.
+func TestProxyOwnFailureNeverStored(t *testing.T) {
+	t.Parallel()
+	up := startGoUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Hang") != "" {
+			_, _ = io.Copy(io.Discard, r.Body) // so net/http watches for the proxy closing the connection
+			<-r.Context().Done()               // the proxy gives up on it
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	base, _ := startProxyTo(t, shared, proxy.Config{Upstream: up.url(), UpstreamTimeout: 300 * time.Millisecond,
+		Routes: routes(t, "routes: [{match: POST /charges, store: [100-599], fingerprint: {body: none}}]")})
+	key := client.NewKey()
+	if r := send(t, "POST", base+"/charges", key, `{}`, "X-Hang", "1"); r.status != 504 || problemType(r) != "https://idemnode.io/problems/upstream-failed" {
+		t.Fatalf("first: HTTP %d %s, want the 504 upstream-failed problem", r.status, r.body)
+	}
+	if r := send(t, "POST", base+"/charges", key, `{}`); r.status != 201 || up.hits.Load() != 2 {
+		t.Fatalf("retry: HTTP %d %v %s after %d runs, want the upstream's 201 after 2", r.status, r.header, r.body, up.hits.Load())
+	}
+}

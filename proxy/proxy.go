@@ -202,10 +202,14 @@ func setRunHeaders(h http.Header, run *client.Run) {
 
 // upstreamError answers a request the upstream did not answer with a
 // status: 504 when it timed out, 502 when it refused or broke the
-// connection. Both release a guarded key (by default), so the retry runs
-// again. A body that breaks after the status is serveGuarded's.
+// connection. Both release a guarded key, whatever the route stores, so
+// the retry runs again. A body that breaks after the status is
+// serveGuarded's.
 func upstreamError(log *slog.Logger) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
+		// The upstream gave no answer, which no store list may keep: a
+		// route that stores 5xx would replay this timeout forever.
+		idemhttp.NotAnAnswer(w)
 		status, title := http.StatusBadGateway, "Upstream failed"
 		var ne net.Error
 		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
