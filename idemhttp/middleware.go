@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -73,8 +72,8 @@ type Config struct {
 	// MaxStoredBody is the largest response body stored (default 1 MiB,
 	// the server's limit), and the most a request holds in memory. A
 	// larger response streams to the caller once it outgrows it, and what
-	// is stored in its place is a marker: every retry is answered with the same
-	// status, Idempotent-Response-Not-Kept: true and a problem body
+	// is stored in its place is a marker: every retry is answered with the
+	// same status, Idempotent-Response-Not-Kept: true and a problem body
 	// (ProblemResponseNotKept) saying the operation ran. The handler never
 	// runs twice for a response it could not store.
 	MaxStoredBody int
@@ -246,20 +245,6 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, id client.ID, fi
 	h.answer(w, r, id, a, res, err)
 }
 
-// attempt is one run of the handler under a key: what it wrote, and what
-// Do is to do with the key.
-type attempt struct {
-	rec *recorder
-	// sent is the handler's response (headers only when it streamed).
-	sent client.Response
-	// release: no status that is stored was written, and the response
-	// broke: a transient failure, and the retry runs the handler again.
-	release bool
-	// panicked is the handler's panic after it wrote a status that is
-	// stored, raised again once the key is completed.
-	panicked any
-}
-
 // run runs the handler under the key with Do. What Do stores is the
 // handler's response, or the not-kept marker when it does not fit or
 // broke off after its status.
@@ -296,7 +281,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, id client.ID, fing
 			// connection, and the retry runs again. After one, the
 			// operation ran: the key is completed, and the panic raised
 			// again after that (answer).
-			if a.rec.status == 0 || !cfg.Store(a.rec.status) {
+			if a.rec.status == 0 || !cfg.Store(a.rec.status) || a.rec.notAnswer {
 				return
 			}
 			if p := recover(); p != nil {
@@ -307,112 +292,6 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, id client.ID, fing
 		h.next.ServeHTTP(a.rec, r.WithContext(hctx))
 		return h.keep(id, a, a.rec.broken), nil
 	}, opts...)
-}
-
-// detach is the context Do runs with: the request's until the handler
-// starts (a caller that leaves while the claim waits ends the wait), then
-// one the caller's leaving no longer ends, so that Do keeps extending the
-// lease while the handler works: a lapsed lease would let a retry take the
-// key over and run the operation a second time.
-type detach struct {
-	req    context.Context
-	ctx    context.Context
-	cancel context.CancelFunc
-	stop   func() bool
-	mu     sync.Mutex // orders the caller's leaving against the handler's start
-	// running: the handler started, and the caller's leaving is its alone.
-	running bool
-}
-
-func newDetach(req context.Context) *detach {
-	d := &detach{req: req}
-	d.ctx, d.cancel = context.WithCancel(context.WithoutCancel(req))
-	d.stop = context.AfterFunc(req, func() {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		if !d.running {
-			d.cancel()
-		}
-	})
-	return d
-}
-
-// start is called first thing in the function Do runs, with its context.
-// It returns the handler's context, which the caller's leaving cancels as
-// net/http's would (and Do's, when the lease is lost), and its cancel
-// function; a nil context when the caller had already left.
-func (d *detach) start(run context.Context) (context.Context, context.CancelFunc) {
-	d.mu.Lock()
-	d.running = true
-	d.mu.Unlock()
-	if run.Err() != nil {
-		return nil, func() {}
-	}
-	hctx, cancel := context.WithCancel(run)
-	stop := context.AfterFunc(d.req, cancel)
-	return hctx, func() { stop(); cancel() }
-}
-
-// close ends Do's context, once Do returned.
-func (d *detach) close() {
-	d.stop()
-	d.cancel()
-}
-
-// keep returns what Do is to store of the handler's response: the
-// response, or the not-kept marker when it is too large (it may have
-// streamed) or broke off after a status that is stored. Once such a status
-// was written, the operation ran, whatever became of its body: the key is
-// never released. A response that broke before one releases it.
-func (h *handler) keep(id client.ID, a *attempt, broken error) client.Response {
-	cfg := &h.m.cfg
-	rec := a.rec
-	if broken != nil && (rec.status == 0 || !cfg.Store(rec.status)) {
-		a.release = true
-		cfg.Logger.Warn("idemhttp: the response broke off before a status that is stored; the key is released",
-			"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "status", rec.status, "err", broken)
-		return client.Response{}
-	}
-	a.sent = rec.response()
-	switch {
-	case rec.notAnswer:
-		a.release = true
-		return a.sent
-	case !cfg.Store(a.sent.Status):
-		return a.sent // classify releases it
-	case broken != nil:
-		cfg.Logger.Warn("idemhttp: the response broke off after its status; retries are answered that it ran, without it",
-			"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "status", a.sent.Status, "err", broken)
-		return brokenKept(a.sent.Status, broken)
-	case rec.streamed || !fits(a.sent, cfg.MaxStoredBody):
-		cfg.Logger.Warn("idemhttp: response too large to store; retries are answered that it ran, without it",
-			"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "status", a.sent.Status, "bytes", rec.bodyLen)
-		return notKept(a.sent, rec.bodyLen, cfg.MaxStoredBody)
-	}
-	return a.sent
-}
-
-// deliver sends the caller what the handler produced, once Do recorded it
-// (kept: the key holds the response or its marker).
-func deliver(w http.ResponseWriter, a *attempt, kept bool) {
-	rec := a.rec
-	switch {
-	case a.panicked != nil:
-		panic(a.panicked)
-	case rec.broken != nil && rec.streamed:
-		// The caller has the status and part of the body: all that is
-		// left is to cut the connection, as ReverseProxy does, so that
-		// it never takes the part for the whole.
-		panic(http.ErrAbortHandler)
-	case rec.broken != nil:
-		writeProblem(w, brokenProblem(rec.status, rec.broken, kept), 0)
-	case rec.streamed:
-		// Sent as it was written.
-	case a.sent.Status == 0:
-		// The caller left before the handler started: nothing ran.
-	default:
-		writeResponse(w, a.sent)
-	}
 }
 
 // answer sends what run produced: the handler's response, the stored one,

@@ -45,15 +45,16 @@ func TestRecorderHoldsAtMostTheLimit(t *testing.T) {
 	}
 }
 
-// TestRecorderBrokenOnlyForItself: ResponseBroken marks the middleware's
-// recorder, and says so; any other ResponseWriter is left to its handler.
-func TestRecorderBrokenOnlyForItself(t *testing.T) {
+// TestMarksOnlyTheRecorder: ResponseBroken and NotAnAnswer mark the
+// middleware's recorder, and say so; any other ResponseWriter is left to
+// its handler.
+func TestMarksOnlyTheRecorder(t *testing.T) {
 	rec := newRecorder(httptest.NewRecorder(), 1024)
-	if !ResponseBroken(rec, errBroken) || rec.broken != errBroken {
-		t.Fatalf("the recorder was not marked broken: %v", rec.broken)
+	if !ResponseBroken(rec, errBroken) || rec.broken != errBroken || !NotAnAnswer(rec) || !rec.notAnswer {
+		t.Fatalf("the recorder was not marked: broken %v, not an answer %v", rec.broken, rec.notAnswer)
 	}
-	if ResponseBroken(httptest.NewRecorder(), errBroken) {
-		t.Fatal("ResponseBroken claimed a ResponseWriter that is not the middleware's")
+	if ResponseBroken(httptest.NewRecorder(), errBroken) || NotAnAnswer(httptest.NewRecorder()) {
+		t.Fatal("a ResponseWriter that is not the middleware's was claimed")
 	}
 }
 
