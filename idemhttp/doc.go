@@ -36,14 +36,25 @@
 //     handler is not run without the guarantee.
 //   - The handler's own response otherwise. 2xx and 4xx responses are
 //     stored and replayed (a validation error or a declined card is an
-//     answer too); 5xx responses and panics release the key, so the retry
-//     runs the handler again. Config.Store changes which statuses are stored.
+//     answer too); 5xx responses, and panics before a status, release the
+//     key, so the retry runs the handler again. Config.Store changes which
+//     statuses are stored.
 //   - A response too large to store (a body over Config.MaxStoredBody, more
 //     than 64 headers or 16 KiB of them) is sent whole, and a marker is
 //     stored in its place: every retry gets the same status with
 //     "Idempotent-Response-Not-Kept: true" and a problem body
 //     (ProblemResponseNotKept) saying the operation ran. Releasing the key
-//     instead would run the handler again on the retry.
+//     instead would run the handler again on the retry. The middleware
+//     holds a response up to Config.MaxStoredBody until the handler
+//     returns; past that size it streams the rest to the caller, so a
+//     request costs at most that much memory plus a constant.
+//   - Once the handler wrote a status that is stored, the operation ran:
+//     if its response then breaks (the handler panics, or reports a body
+//     it relays broken off or timed out with ResponseBroken), the key keeps
+//     the not-kept marker and is never released. A caller that got nothing
+//     of the response yet gets a 502 problem (504 for a timeout) of type
+//     ProblemResponseBroken, or the aborted connection of the panic; one
+//     that got a streamed part has its connection cut.
 //
 // A completion can be refused too, after the handler ran: a response that
 // would take the tenant past its byte quota is not stored. The side effect
@@ -51,6 +62,12 @@
 // invite a retry that runs it again); the refusal is logged, and the key
 // stays claimed until its lease ends, so a retry within the lease is
 // answered 409 and one after it runs the handler again.
+//
+// A caller that leaves while the handler runs cancels the handler's
+// context, as net/http does, but not the claim: its lease is extended
+// until the handler returns, and what it answers is stored, so a retry
+// meanwhile is held or answered 409, never run a second time. A caller
+// that leaves before the handler starts releases the key; nothing ran.
 //
 // The handler runs with Do's context: client.RunFrom(r.Context()) is the
 // claim it runs under, so a multi-step handler records each step it

@@ -70,9 +70,10 @@ type Config struct {
 	// 1 MiB); a larger body is answered 413.
 	MaxBody int64
 	// MaxStoredBody is the largest response body stored (default 1 MiB,
-	// the server's limit). A larger response is sent, and what is stored
-	// in its place is a marker: every retry is answered with the same
-	// status, Idempotent-Response-Not-Kept: true and a problem body
+	// the server's limit), and the most a request holds in memory. A
+	// larger response streams to the caller once it outgrows it, and what
+	// is stored in its place is a marker: every retry is answered with the
+	// same status, Idempotent-Response-Not-Kept: true and a problem body
 	// (ProblemResponseNotKept) saying the operation ran. The handler never
 	// runs twice for a response it could not store.
 	MaxStoredBody int
@@ -239,41 +240,63 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve runs the handler under the key, or answers from the record.
 func (h *handler) serve(w http.ResponseWriter, r *http.Request, id client.ID, fingerprint []byte) {
-	sent, res, err := h.run(r, id, fingerprint)
-	h.answer(w, r, id, sent, res, err)
+	a := &attempt{}
+	res, err := h.run(w, r, id, fingerprint, a)
+	h.answer(w, r, id, a, res, err)
 }
 
-// run runs the handler under the key with Do. sent is the handler's
-// response when it ran, which the caller gets; what Do stores is the same,
-// or the not-kept marker when it does not fit.
-func (h *handler) run(r *http.Request, id client.ID, fingerprint []byte) (sent client.Response, res client.Result, err error) {
+// run runs the handler under the key with Do. What Do stores is the
+// handler's response, or the not-kept marker when it does not fit or
+// broke off after its status.
+func (h *handler) run(w http.ResponseWriter, r *http.Request, id client.ID, fingerprint []byte, a *attempt) (client.Result, error) {
 	cfg := &h.m.cfg
-	opts := []client.Option{client.WithWait(h.route.wait), client.WithClassifier(h.classify)}
+	classify := func(resp client.Response, err error) client.Action {
+		if a.release {
+			return client.Release
+		}
+		return h.classify(resp, err)
+	}
+	opts := []client.Option{client.WithWait(h.route.wait), client.WithClassifier(classify)}
 	if cfg.Lease > 0 {
 		opts = append(opts, client.WithLease(cfg.Lease))
 	}
 	if cfg.TTL > 0 {
 		opts = append(opts, client.WithTTL(cfg.TTL))
 	}
-	// A panic in the handler propagates through Do, which releases the key
-	// first; net/http then aborts the connection, and the retry runs again.
-	res, err = cfg.Client.Do(r.Context(), id, fingerprint, func(ctx context.Context) (client.Response, error) {
-		rec := newRecorder()
-		h.next.ServeHTTP(rec, r.WithContext(ctx))
-		sent = rec.response()
-		if cfg.Store(sent.Status) && !fits(sent, cfg.MaxStoredBody) {
-			cfg.Logger.Warn("idemhttp: response too large to store; retries are answered that it ran, without it",
-				"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "status", sent.Status, "bytes", len(sent.Body))
-			return notKept(sent, cfg.MaxStoredBody), nil
+	d := newDetach(r.Context())
+	defer d.close()
+	return cfg.Client.Do(d.ctx, id, fingerprint, func(ctx context.Context) (resp client.Response, _ error) {
+		hctx, cancel := d.start(ctx)
+		defer cancel()
+		a.rec = newRecorder(w, cfg.MaxStoredBody)
+		if hctx == nil {
+			// The caller left between the claim and the handler: nothing
+			// ran, and nobody waits for an answer.
+			a.release = true
+			return client.Response{}, nil
 		}
-		return sent, nil
+		defer func() {
+			// A panic before a status that is stored propagates through
+			// Do, which releases the key first; net/http then aborts the
+			// connection, and the retry runs again. After one, the
+			// operation ran: the key is completed, and the panic raised
+			// again after that (answer).
+			if a.rec.status == 0 || !cfg.Store(a.rec.status) || a.rec.notAnswer {
+				return
+			}
+			if p := recover(); p != nil {
+				a.panicked = p
+				resp = h.keep(id, a, fmt.Errorf("the handler panicked: %v", p))
+			}
+		}()
+		h.next.ServeHTTP(a.rec, r.WithContext(hctx))
+		return h.keep(id, a, a.rec.broken), nil
 	}, opts...)
-	return sent, res, err
 }
 
 // answer sends what run produced: the handler's response, the stored one,
 // or the problem that kept the handler from running.
-func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, sent client.Response, res client.Result, err error) {
+func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, a *attempt, res client.Result, err error) {
 	cfg := &h.m.cfg
 	switch {
 	case res.Executed:
@@ -284,7 +307,7 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, s
 			outcome = OutcomeUnrecorded
 		}
 		h.observe(r, outcome)
-		writeResponse(w, sent)
+		deliver(w, a, err == nil && res.Action == client.Complete)
 	case err == nil:
 		h.observe(r, OutcomeReplayed)
 		writeReplay(w, res.Response, res.CompletedAt)
@@ -331,12 +354,17 @@ func expired(err error) problem {
 		return p
 	}
 	p.KeyExpiresAt = timeString(gone.ExpiresAt)
-	ran := "may have run: it was still in progress when its record expired"
-	if !gone.CompletedAt.IsZero() {
-		ran = "ran and completed at " + timeString(gone.CompletedAt)
+	// Two times, each with its own verb: when the operation completed (if
+	// it did), and when its record expired.
+	expiredAt := "its record expired"
+	if p.KeyExpiresAt != "" {
+		expiredAt += " at " + p.KeyExpiresAt
 	}
-	p.Detail = fmt.Sprintf("This operation %s, at %s; its response is gone. Do not send it again with a new key: look its result up instead.",
-		ran, p.KeyExpiresAt)
+	ran := "may have run: it was still in progress when " + expiredAt + ", and"
+	if !gone.CompletedAt.IsZero() {
+		ran = fmt.Sprintf("ran and completed at %s; %s and", timeString(gone.CompletedAt), expiredAt)
+	}
+	p.Detail = "This operation " + ran + " its response is gone. Do not send it again with a new key: look its result up instead."
 	return p
 }
 

@@ -2,6 +2,7 @@ package idemhttp_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -103,5 +104,71 @@ func TestObserve(t *testing.T) {
 		idemhttp.OutcomeReleased: 1, idemhttp.OutcomeRefused: 1}
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Fatalf("observed %v, want %v", seen, want)
+	}
+}
+
+// TestBrokenAfterStatusKeepsKey (findings 2 and 9): once the handler wrote
+// a status that is stored, the operation ran: when its response then
+// breaks (the handler panics, or reports it with ResponseBroken), the key
+// keeps the not-kept marker and the handler never runs again. A caller
+// that got nothing yet gets the 502 problem (ResponseBroken), or the
+// aborted connection of a panic; a status that is not stored releases the
+// key as before.
+func TestBrokenAfterStatusKeepsKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		status int
+		panics bool
+		kept   bool
+	}{
+		{"panic after 201", http.StatusCreated, true, true},
+		{"broken after 201", http.StatusCreated, false, true},
+		{"broken after 503", http.StatusServiceUnavailable, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var runs atomic.Int64
+			srv := serve(t, idemhttp.Config{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs.Add(1)
+				w.WriteHeader(tc.status)
+				w.Write([]byte("part of it"))
+				if tc.panics {
+					panic("handler bug after its status")
+				}
+				if !idemhttp.ResponseBroken(w, errors.New("the dependency hung up")) {
+					t.Error("ResponseBroken did not find the middleware's recorder")
+				}
+			}))
+			url, key := srv.URL+"/v1/charges", client.NewKey()
+			req, _ := http.NewRequestWithContext(testCtx(t), "POST", url, strings.NewReader(`{}`))
+			req.Header.Set("Authorization", "Bearer acme")
+			req.Header.Set("Idempotency-Key", key)
+			resp, err := http.DefaultClient.Do(req)
+			switch {
+			case tc.panics && err == nil:
+				resp.Body.Close()
+				t.Fatalf("first: HTTP %d, want the connection aborted by the panic", resp.StatusCode)
+			case !tc.panics && err != nil:
+				t.Fatalf("first: %v, want the 502 problem", err)
+			case !tc.panics:
+				var p struct {
+					Type           string
+					OperationState string `json:"operation_state"`
+				}
+				json.NewDecoder(resp.Body).Decode(&p)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusBadGateway || p.Type != idemhttp.ProblemResponseBroken || (p.OperationState == idemhttp.StateCompleted) != tc.kept {
+					t.Fatalf("first: HTTP %d %+v, want 502 %s, completed %v", resp.StatusCode, p, idemhttp.ProblemResponseBroken, tc.kept)
+				}
+			}
+			retry := request(t, "POST", url, key, `{}`)
+			if tc.kept && (runs.Load() != 1 || retry.status != tc.status || retry.header.Get(idemhttp.HeaderNotKept) != "true") {
+				t.Fatalf("retry: HTTP %d %v after %d runs, want %d not kept after 1", retry.status, retry.header, runs.Load(), tc.status)
+			}
+			if !tc.kept && runs.Load() != 2 {
+				t.Fatalf("retry: %d runs, want 2 (released)", runs.Load())
+			}
+		})
 	}
 }

@@ -89,6 +89,10 @@ const (
 	// ProblemResponseNotKept is the body of a replay whose original
 	// response was too large to store (see Config.MaxStoredBody).
 	ProblemResponseNotKept = problemBase + "response-not-kept"
+	// ProblemResponseBroken is the 502 (504 on a timeout) answer when the
+	// handler's response broke off after it began, before any of it was
+	// sent (ResponseBroken).
+	ProblemResponseBroken = problemBase + "response-broken"
 )
 
 // writeProblem answers with p; retryAfter > 0 adds Retry-After in whole

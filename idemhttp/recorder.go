@@ -1,7 +1,6 @@
 package idemhttp
 
 import (
-	"bytes"
 	"net/http"
 	"net/textproto"
 	"slices"
@@ -16,17 +15,38 @@ import (
 )
 
 // recorder captures what the handler writes, so that the response can be
-// stored before it is sent and sent identically on every replay.
+// stored before it is sent and sent identically on every replay. It holds
+// at most limit body bytes: a larger response cannot be stored anyway, so
+// from then on it streams to the caller (what it held first, then each
+// write), and a request costs the stored limit plus a constant whatever
+// the handler sends.
 type recorder struct {
 	header http.Header
 	// sent is the header as it was when the status was written: later
 	// changes to the map do not reach the wire, in net/http either.
 	sent   http.Header
 	status int
-	body   bytes.Buffer
+	// body is what the handler wrote, up to limit: its capacity never
+	// exceeds limit (growth is capped there, not doubled past it).
+	body []byte
+
+	w     http.ResponseWriter // the caller's
+	limit int
+	// streamed: the body outgrew limit, and the response went out to w.
+	streamed bool
+	// bodyLen counts every body byte the handler wrote.
+	bodyLen int64
+	// broken is why the handler could not finish the response it began
+	// (ResponseBroken).
+	broken error
+	// notAnswer: what the handler writes is its own failure to get an
+	// answer (NotAnAnswer).
+	notAnswer bool
 }
 
-func newRecorder() *recorder { return &recorder{header: http.Header{}} }
+func newRecorder(w http.ResponseWriter, limit int) *recorder {
+	return &recorder{header: http.Header{}, w: w, limit: limit}
+}
 
 // Header returns the header map the handler fills.
 func (r *recorder) Header() http.Header { return r.header }
@@ -41,7 +61,8 @@ func (r *recorder) WriteHeader(code int) {
 	r.sent = r.header.Clone()
 }
 
-// Write records body bytes, writing the status 200 first if needed.
+// Write records body bytes, writing the status 200 first if needed, and
+// streams once the body is over the limit.
 func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.WriteHeader(http.StatusOK)
@@ -49,7 +70,88 @@ func (r *recorder) Write(p []byte) (int, error) {
 	if !bodyAllowed(r.status) {
 		return 0, http.ErrBodyNotAllowed
 	}
-	return r.body.Write(p)
+	r.bodyLen += int64(len(p))
+	if !r.streamed && len(r.body)+len(p) <= r.limit {
+		r.hold(p)
+		return len(p), nil
+	}
+	if !r.streamed {
+		if err := r.stream(); err != nil {
+			return 0, err
+		}
+	}
+	return r.w.Write(p)
+}
+
+// stream sends the status, the headers and the body held so far to the
+// caller, and holds no more.
+func (r *recorder) stream() error {
+	r.streamed = true
+	h := r.w.Header()
+	for name, vs := range r.sent {
+		if !hopByHop[http.CanonicalHeaderKey(name)] {
+			h[name] = vs
+		}
+	}
+	r.w.WriteHeader(wireStatus(r.status))
+	held := r.body
+	r.body = nil
+	_, err := r.w.Write(held)
+	return err
+}
+
+// hold appends p, which fits within the limit, to the body.
+func (r *recorder) hold(p []byte) {
+	if n := len(r.body) + len(p); n > cap(r.body) {
+		grown := make([]byte, len(r.body), min(max(2*cap(r.body), n, 512), r.limit))
+		copy(grown, r.body)
+		r.body = grown
+	}
+	r.body = append(r.body, p...)
+}
+
+// Flush sends what was written when the response streams; a response
+// still held has nothing on the wire to flush.
+func (r *recorder) Flush() {
+	if r.streamed {
+		_ = http.NewResponseController(r.w).Flush()
+	}
+}
+
+// ResponseBroken tells the middleware that the response the handler began
+// on w cannot be finished: the body it relays broke off, or did not come
+// in time (a cause that is a timeout). The handler writes nothing more and
+// returns. The middleware then never sends a part of a response as if it
+// were whole: when nothing has reached the caller yet, the caller gets a
+// 502 problem (504 for a timeout) of type ProblemResponseBroken; when the
+// response already streams (it is over Config.MaxStoredBody), the
+// connection is cut. When the handler had written a status that is
+// stored, the operation ran: the key keeps the not-kept marker and is
+// never released. It reports whether w is the middleware's recorder; when
+// it is not, the failure is the caller's to handle.
+func ResponseBroken(w http.ResponseWriter, cause error) bool {
+	r, ok := w.(*recorder)
+	if !ok {
+		return false
+	}
+	if r.broken == nil {
+		r.broken = cause
+	}
+	return true
+}
+
+// NotAnAnswer tells the middleware that what the handler writes on w is
+// not the operation's answer but its own failure to get one, such as the
+// proxy's 502 when the upstream refused the connection or its 504 when no
+// response headers came: it is sent as written, never stored, and the key
+// is released whatever Config.Store says, so the retry runs again. Call it
+// before writing. It reports whether w is the middleware's recorder.
+func NotAnAnswer(w http.ResponseWriter) bool {
+	r, ok := w.(*recorder)
+	if ok {
+		r.notAnswer = true
+	}
+	return ok
 }
 
 // hopByHop headers describe one connection and are never stored.
@@ -67,8 +169,8 @@ func (r *recorder) response() client.Response {
 		r.WriteHeader(http.StatusOK)
 	}
 	h := r.sent
-	body := r.body.Bytes()
-	if _, set := h["Content-Type"]; !set && len(body) > 0 && h.Get("Content-Encoding") == "" {
+	body := r.body
+	if _, set := h["Content-Type"]; !set && len(body) > 0 && h.Get("Content-Encoding") == "" && !r.streamed {
 		h.Set("Content-Type", http.DetectContentType(body))
 	}
 	out := client.Response{Status: r.status, Body: slices.Clone(body)}
@@ -130,10 +232,7 @@ func writeStored(w http.ResponseWriter, resp client.Response, replayed bool, com
 	if at := timeString(completedAt); at != "" {
 		h.Set(HeaderCompletedAt, at)
 	}
-	status := resp.Status
-	if status < 200 || status > 999 {
-		status = http.StatusOK
-	}
+	status := wireStatus(resp.Status)
 	if bodyAllowed(status) && h.Get("Content-Length") == "" {
 		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
 	}
@@ -141,6 +240,15 @@ func writeStored(w http.ResponseWriter, resp client.Response, replayed bool, com
 	if bodyAllowed(status) {
 		_, _ = w.Write(resp.Body)
 	}
+}
+
+// wireStatus is the status sent for a recorded one: net/http refuses
+// what is not a final status of three digits.
+func wireStatus(status int) int {
+	if status < 200 || status > 999 {
+		return http.StatusOK
+	}
+	return status
 }
 
 // bodyAllowed reports whether a response with status may have a body.

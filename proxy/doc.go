@@ -4,8 +4,9 @@
 // on the idemnode cluster before the upstream sees it; the upstream's
 // response is stored and every retry is answered from the record, byte for
 // byte. The upstream runs again for a key only after the key was released
-// (an answer the route does not store, an upstream that failed, an answer
-// that could not be recorded): docs/PROXY.md lists the cases.
+// (an answer the route does not store, an upstream that failed before it
+// sent a status, an answer that could not be recorded): docs/PROXY.md
+// lists the cases.
 //
 // Which requests are guarded, and how, comes from a routes file (routes.go,
 // docs/PROXY.md): method and path pattern, whether the key is required,

@@ -12,6 +12,8 @@ import (
 
 	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testutil"
+	"github.com/idemnode/idemnode/proxy"
 )
 
 // TestProxyUpstreamKilled: the upstream dies while it runs a request; the
@@ -122,18 +124,69 @@ func TestProxyCallerGivesUp(t *testing.T) {
 	up := startUpstream(t)
 	base, _ := startProxy(t, shared, up, nil)
 	key := client.NewKey()
-	impatient := &http.Client{Timeout: 300 * time.Millisecond}
-	req, _ := http.NewRequest("POST", base+"/charges?sleep=1.5", strings.NewReader(`{}`))
-	req.Header.Set("Idempotency-Key", key)
-	if resp, err := impatient.Do(req); err == nil {
-		resp.Body.Close()
-		t.Fatalf("the impatient caller got HTTP %d, want its own timeout", resp.StatusCode)
-	}
+	giveUp(t, base+"/charges?sleep=1.5", key)
 	retry := send(t, "POST", base+"/charges?sleep=1.5", key, `{}`)
 	if retry.status != 201 || retry.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry: HTTP %d %v %s, want the first run's answer replayed", retry.status, retry.header, retry.body)
 	}
 	if n := up.runs(key); n != 1 {
 		t.Fatalf("the upstream ran %d times, want 1", n)
+	}
+}
+
+// TestProxyCallerGoneKeepsLease (finding 2, the caller gone): a caller
+// that gives up does not end the claim's lease while the upstream still
+// works: the proxy keeps extending it, so no retry takes the key over and
+// runs the upstream a second time; the answer, when it comes, is stored.
+func TestProxyCallerGoneKeepsLease(t *testing.T) {
+	t.Parallel()
+	answer := make(chan struct{})
+	var once sync.Once
+	respond := func() { once.Do(func() { close(answer) }) }
+	up := startGoUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		<-answer
+		w.WriteHeader(http.StatusCreated)
+	})
+	base, _ := startProxyTo(t, shared, proxy.Config{Upstream: up.url(),
+		Routes: routes(t, "routes: [{match: POST /charges, lease: 1s, wait: 100ms}]")})
+	// Registered after the servers, so it runs before they close: a test
+	// that fails early must not leave the handler blocked.
+	t.Cleanup(respond)
+	key := client.NewKey()
+	giveUp(t, base+"/charges", key)
+	left := time.Now()
+	cl, id := newClient(t), client.ID{Scope: "POST /charges", Key: key}
+	var last client.Record
+	testutil.WaitFor(t, 10*time.Second, "the lease extended to three leases past the caller's departure", func() bool {
+		rec, err := cl.Get(t.Context(), id)
+		if err == nil {
+			last = *rec
+		}
+		return err == nil && rec.State == client.StatePending && rec.LeaseExpiresAt.After(left.Add(3*time.Second))
+	})
+	if dup := send(t, "POST", base+"/charges", key, `{}`); dup.status != 409 {
+		respond()
+		t.Fatalf("a retry while the upstream works: HTTP %d %s (record %+v), want 409", dup.status, dup.body, last)
+	}
+	respond()
+	testutil.WaitFor(t, 10*time.Second, "the answer stored", func() bool {
+		rec, err := cl.Get(t.Context(), id)
+		return err == nil && rec.State == client.StateCompleted
+	})
+	if r := send(t, "POST", base+"/charges", key, `{}`); r.status != 201 || r.header.Get("Idempotent-Replayed") != "true" || up.hits.Load() != 1 {
+		t.Fatalf("retry: HTTP %d %v after %d runs, want the replay after 1", r.status, r.header, up.hits.Load())
+	}
+}
+
+// giveUp sends a POST with key from a caller that gives up after 300 ms,
+// before the upstream answers.
+func giveUp(t testing.TB, url, key string) {
+	t.Helper()
+	impatient := &http.Client{Timeout: 300 * time.Millisecond}
+	req, _ := http.NewRequest("POST", url, strings.NewReader(`{}`))
+	req.Header.Set("Idempotency-Key", key)
+	if resp, err := impatient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the impatient caller got HTTP %d, want its own timeout", resp.StatusCode)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,9 +118,40 @@ func (u *upstream) runs(key string) int {
 	return c.Count
 }
 
+// goUpstream is an upstream in Go, for the answers the Python one cannot
+// give on cue: a body that trickles, breaks off or runs to many megabytes.
+// hits counts the requests it got.
+type goUpstream struct {
+	srv  *httptest.Server
+	hits atomic.Int64
+}
+
+func startGoUpstream(t testing.TB, h http.HandlerFunc) *goUpstream {
+	t.Helper()
+	u := &goUpstream{}
+	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.hits.Add(1)
+		h(w, r)
+	}))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+func (u *goUpstream) url() *url.URL {
+	v, _ := url.Parse(u.srv.URL)
+	return v
+}
+
 // startProxy serves a proxy in front of up over c with routes (nil: the
 // defaults) and returns its base URL and the registry of its metrics.
 func startProxy(t testing.TB, c *testcluster.Cluster, up *upstream, routes *proxy.Routes, tune ...func(*client.Config)) (string, *prometheus.Registry) {
+	t.Helper()
+	return startProxyTo(t, c, proxy.Config{Upstream: up.url(), Routes: routes}, tune...)
+}
+
+// startProxyTo serves a proxy of pcfg (its Upstream, Routes and timeouts)
+// over c and returns its base URL and the registry of its metrics.
+func startProxyTo(t testing.TB, c *testcluster.Cluster, pcfg proxy.Config, tune ...func(*client.Config)) (string, *prometheus.Registry) {
 	t.Helper()
 	cfg := client.Config{Timeout: 20 * time.Second}
 	for _, nd := range c.Nodes {
@@ -133,7 +166,8 @@ func startProxy(t testing.TB, c *testcluster.Cluster, up *upstream, routes *prox
 	}
 	t.Cleanup(func() { cl.Close() })
 	reg := prometheus.NewRegistry()
-	h, err := proxy.New(proxy.Config{Upstream: up.url(), Client: cl, Routes: routes, Metrics: reg})
+	pcfg.Client, pcfg.Metrics = cl, reg
+	h, err := proxy.New(pcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,12 +188,21 @@ type reply struct {
 // Errorf and answered as status 0, which every caller's check refuses.
 func send(t testing.TB, method, url, key, body string, header ...string) reply {
 	t.Helper()
+	r, err := sendOrFail(method, url, key, body, header...)
+	if err != nil {
+		t.Error(err)
+	}
+	return r
+}
+
+// sendOrFail is send for a request whose transport may fail: it returns
+// the error (an empty reply, a connection cut mid-body) instead.
+func sendOrFail(method, url, key, body string, header ...string) (reply, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
-		t.Error(err)
-		return reply{}
+		return reply{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
@@ -170,16 +213,15 @@ func send(t testing.TB, method, url, key, body string, header ...string) reply {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Errorf("%s %s: %v", method, url, err)
-		return reply{}
+		return reply{}, fmt.Errorf("%s %s: %w", method, url, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Errorf("%s %s: read: %v", method, url, err)
-		return reply{}
+		return reply{status: resp.StatusCode, header: resp.Header, body: string(b)},
+			fmt.Errorf("%s %s: HTTP %d, read the body: %w", method, url, resp.StatusCode, err)
 	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}, nil
 }
 
 // problemType is the type of a problem+json answer.

@@ -52,6 +52,11 @@ type Config struct {
 	// UpstreamTimeout bounds the wait for the upstream's response headers
 	// (default 60s); a timeout is answered 504 and releases the key.
 	UpstreamTimeout time.Duration
+	// UpstreamBodyTimeout bounds the upstream's response body, from its
+	// headers to its end (default 5m). Past it, or when the body breaks
+	// off, a status the route stores keeps the key (the operation ran)
+	// with the not-kept marker; see idemhttp.ResponseBroken.
+	UpstreamBodyTimeout time.Duration
 	// Metrics registers the proxy's metrics; nil registers none.
 	Metrics prometheus.Registerer
 	Logger  *slog.Logger
@@ -74,6 +79,9 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.UpstreamTimeout <= 0 {
 		cfg.UpstreamTimeout = 60 * time.Second
 	}
+	if cfg.UpstreamBodyTimeout <= 0 {
+		cfg.UpstreamBodyTimeout = 5 * time.Minute
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -81,7 +89,7 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy metrics: %w", err)
 	}
-	upstream := upstreamHandler(cfg, m)
+	upstream := upstreamHandler(cfg, m, cfg.Routes.endToEnd())
 	mux := http.NewServeMux()
 	mux.Handle("/", upstream)
 	tenant := cfg.Routes.Tenant.tenantFunc()
@@ -137,38 +145,42 @@ func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 
 // upstreamHandler forwards a request to the upstream, with the fencing
 // token of the claim it runs under (none when unguarded).
-func upstreamHandler(cfg Config, m *metrics) http.Handler {
+func upstreamHandler(cfg Config, m *metrics, endToEnd []string) http.Handler {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = cfg.UpstreamTimeout
 	tr.MaxIdleConnsPerHost = 256
 	rp := &httputil.ReverseProxy{
+		// Rewrite runs after ReverseProxy removed the hop-by-hop headers,
+		// those the caller names in Connection among them: what the proxy
+		// adds or relies on is set here, on the outbound request, so no
+		// caller can strip it.
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(cfg.Upstream)
 			pr.SetXForwarded()
+			for _, h := range runHeaders {
+				pr.Out.Header.Del(h)
+			}
+			if run, guarded := client.RunFrom(pr.In.Context()); guarded {
+				for _, h := range endToEnd {
+					if v, sent := pr.In.Header[h]; sent {
+						pr.Out.Header[h] = v
+					}
+				}
+				setRunHeaders(pr.Out.Header, run)
+			}
 		},
-		Transport:    timedTransport{next: tr, m: m},
-		ErrorHandler: upstreamError(cfg.Logger),
-		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		Transport:      timedTransport{next: tr, m: m},
+		ModifyResponse: gotHeaders,
+		ErrorHandler:   upstreamError(cfg.Logger),
+		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for _, h := range runHeaders {
-			r.Header.Del(h)
-		}
-		run, guarded := client.RunFrom(r.Context())
-		if !guarded {
+		if _, guarded := client.RunFrom(r.Context()); !guarded {
 			m.requests.WithLabelValues(outcomePassthrough).Inc()
 			rp.ServeHTTP(w, r)
 			return
 		}
-		setRunHeaders(r.Header, run)
-		// A guarded request runs to the upstream's answer even when its
-		// caller goes away (a client timeout, a closed connection): the
-		// upstream has likely acted, and its answer must be stored for the
-		// retry. Cut off, the proxy would answer 502, release the key, and
-		// the retry would run the upstream again.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), cfg.UpstreamTimeout)
-		defer cancel()
-		rp.ServeHTTP(w, r.WithContext(ctx))
+		serveGuarded(rp, cfg, w, r)
 	})
 }
 
@@ -188,11 +200,16 @@ func setRunHeaders(h http.Header, run *client.Run) {
 	}
 }
 
-// upstreamError answers a request the upstream did not answer: 504 when it
-// timed out, 502 when it refused or broke the connection. Both release a
-// guarded key (by default), so the retry runs again.
+// upstreamError answers a request the upstream did not answer with a
+// status: 504 when it timed out, 502 when it refused or broke the
+// connection. Both release a guarded key, whatever the route stores, so
+// the retry runs again. A body that breaks after the status is
+// serveGuarded's.
 func upstreamError(log *slog.Logger) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
+		// The upstream gave no answer, which no store list may keep: a
+		// route that stores 5xx would replay this timeout forever.
+		idemhttp.NotAnAnswer(w)
 		status, title := http.StatusBadGateway, "Upstream failed"
 		var ne net.Error
 		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {

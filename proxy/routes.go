@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -200,6 +202,29 @@ func (r *Route) check() error {
 	}
 	r.method, r.pattern = method, pattern
 	return nil
+}
+
+// endToEnd are the request headers a guarded request's key, tenant and
+// fingerprint come from: the upstream must get them as the proxy read
+// them, even when the caller names them in Connection (a hop-by-hop
+// header, which the proxy would otherwise remove), so that it acts on the
+// request the record is for.
+func (rs *Routes) endToEnd() []string {
+	names := []string{"Idempotency-Key", "Content-Type"}
+	if rs.Tenant.Header != "" {
+		names = append(names, rs.Tenant.Header)
+	}
+	if rs.Tenant.AuthorizationHash {
+		names = append(names, "Authorization")
+	}
+	for _, r := range rs.Routes {
+		names = append(names, r.Fingerprint.Headers...)
+	}
+	for i, n := range names {
+		names[i] = http.CanonicalHeaderKey(n)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // stores reports whether an upstream status is stored.

@@ -31,6 +31,7 @@ type proxyFlags struct {
 	tenantHeader    string
 	httpAddr        string
 	upstreamTimeout time.Duration
+	bodyTimeout     time.Duration
 	timeout         time.Duration
 	logLevel        string
 	logFormat       string
@@ -64,6 +65,8 @@ func newProxyCmd() *cobra.Command {
 	fl.StringVar(&f.tenantHeader, "tenant-header", "", "header carrying the tenant, set by the trusted gateway in front (without --routes)")
 	fl.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8081", "HTTP address for /healthz, /readyz and /metrics (empty: off)")
 	fl.DurationVar(&f.upstreamTimeout, "upstream-timeout", 60*time.Second, "wait for the upstream's response headers; then 504, and the key is released")
+	fl.DurationVar(&f.bodyTimeout, "upstream-body-timeout", 5*time.Minute,
+		"wait for the upstream's response body, from its headers to its end; then 504 (or a cut connection once it streams), and a status the route stores keeps the key with the not-kept marker")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long a claim may retry while the cluster has no leader before the 503")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -103,10 +106,11 @@ func (f *proxyFlags) config(log *slog.Logger) (proxy.Config, []string, error) {
 			return proxy.Config{}, nil, err
 		}
 	}
-	if f.upstreamTimeout <= 0 || f.timeout <= 0 {
-		return proxy.Config{}, nil, errors.New("--upstream-timeout and --timeout must be positive")
+	if f.upstreamTimeout <= 0 || f.bodyTimeout <= 0 || f.timeout <= 0 {
+		return proxy.Config{}, nil, errors.New("--upstream-timeout, --upstream-body-timeout and --timeout must be positive")
 	}
-	return proxy.Config{Upstream: up, Routes: routes, UpstreamTimeout: f.upstreamTimeout, Logger: log}, addrs, nil
+	return proxy.Config{Upstream: up, Routes: routes, UpstreamTimeout: f.upstreamTimeout, UpstreamBodyTimeout: f.bodyTimeout,
+		Logger: log}, addrs, nil
 }
 
 func runProxy(ctx context.Context, f proxyFlags) error {
@@ -174,7 +178,7 @@ func runProxy(ctx context.Context, f proxyFlags) error {
 	// Guarded requests in flight finish and record their answer before the
 	// cluster client closes: cut off, their keys would stay pending and the
 	// retries would run the upstream again after the lease.
-	stopHTTPServer(srv, f.upstreamTimeout+15*time.Second) // the SDK finishes within 10s
+	stopHTTPServer(srv, f.upstreamTimeout+f.bodyTimeout+15*time.Second) // the SDK finishes within 10s
 	if opsSrv != nil {
 		opsSrv.Close()
 	}
