@@ -56,6 +56,12 @@ func TestLeaderKillDuringDo(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range perWorker {
+				if i == perWorker-1 {
+					// Each worker's last operation starts after the crash,
+					// however long the crash took: on a loaded machine the
+					// others could all end before it.
+					<-crashed
+				}
 				id := client.ID{Tenant: "acme", Scope: "POST /v1/charges", Key: fmt.Sprintf("w%d-op%d", w, i)}
 				mu.Lock()
 				ids = append(ids, id)
