@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,6 +25,7 @@ type backupJSON struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	Digest       string `json:"digest"`
 	Records      int    `json:"records"`
+	ClusterID    string `json:"cluster_id"`
 }
 
 // TestBackupUnderLoadRestoresIntoNewNode takes a backup while clients
@@ -75,12 +77,29 @@ func TestBackupUnderLoadRestoresIntoNewNode(t *testing.T) {
 		t.Fatalf("restore checked %+v, saved %+v", restored, saved)
 	}
 	t.Cleanup(fresh.kill)
-	fresh.start()
+	// The Raft address is in the restored configuration; the other ports
+	// were free when picked, and another test's process may have taken one
+	// since: then start again on fresh ones.
+	for attempt := 1; ; attempt++ {
+		fresh.launch()
+		err := fresh.awaitReady()
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		fresh.grpc, fresh.http, fresh.gossip = testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
+	}
 	var st struct {
-		Digest  string `json:"digest"`
-		Records int    `json:"records"`
+		Digest    string `json:"digest"`
+		Records   int    `json:"records"`
+		ClusterID string `json:"cluster_id"`
 	}
 	fresh.cliJSON(0, &st, "status")
+	if restored.ClusterID == "" || st.ClusterID != restored.ClusterID {
+		t.Fatalf("the restored node holds cluster %q, restore said it seeds a new cluster %q", st.ClusterID, restored.ClusterID)
+	}
 	if st.Digest != saved.Digest || st.Records != saved.Records {
 		t.Fatalf("new node: digest %s records %d, backup: digest %s records %d", st.Digest, st.Records, saved.Digest, saved.Records)
 	}
