@@ -73,9 +73,6 @@ type Config struct {
 	// DiskStallTimeout makes the node exit when a Raft log write takes
 	// longer (see guardedLogStore); 0 disables the watchdog.
 	DiskStallTimeout time.Duration
-	// FaultDiskStallFile is a fault-injection switch: while this file
-	// exists, Raft log writes block. Empty in production.
-	FaultDiskStallFile string
 
 	// StoreCacheSize, StoreMemTableSize and StoreKeyFilterSize bound the
 	// store's memory (its block cache, one memtable of the two it may hold,
@@ -87,13 +84,16 @@ type Config struct {
 	// tables, checking every block's checksum, takes (store.Scrubber);
 	// 0 means store.DefaultScrubPeriod (a day), negative turns it off.
 	StoreScrubPeriod time.Duration
-	// FaultAppliedAhead plants the store bug applied-ahead (statemachine.go)
-	// for the jepsen self-test. Never set in production.
-	FaultAppliedAhead bool
 
-	// ClockOffset shifts the time this node stamps into commands. It is a
-	// fault-injection knob for skew tests and is zero in production.
+	// ClockOffset shifts the time this node stamps into commands: a knob
+	// of the skew tests, zero in production. Only a fault build's
+	// `serve --fault-clock-offset` sets it from the command line.
 	ClockOffset time.Duration
+	// Faults are the fault-injection switches of the jepsen harness (a
+	// stalled disk, the planted store bug). They exist only in a fault
+	// build (`go build -tags faults`); in the release build Faults is
+	// empty, so no setting can make a node deliberately incorrect.
+	Faults Faults
 
 	// Logger receives the node's logs; nil means slog.Default().
 	Logger *slog.Logger

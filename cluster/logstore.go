@@ -3,7 +3,6 @@ package cluster
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -12,8 +11,8 @@ import (
 
 // guardedLogStore makes the Raft log crash-only: a write that fails or
 // hangs ends the process, and the supervisor's restart recovers the log from
-// what is on disk, like after any crash. It also holds, for fault-injection
-// runs, a stall switch, and answers a compacted entry as not found (GetLog).
+// what is on disk, like after any crash. It also holds, in a fault build,
+// a stall switch, and answers a compacted entry as not found (GetLog).
 //
 // A failed write: after an append fails (a full disk, an I/O error, a
 // failed fsync) the log store's in-memory position may be ahead of the
@@ -27,11 +26,11 @@ import (
 type guardedLogStore struct {
 	raft.LogStore
 	stallTimeout time.Duration
-	// stallFile, when set, is the fault-injection switch: while the file
-	// exists, writes block (a stalled disk).
-	stallFile string
-	log       *slog.Logger
-	exit      func(code int)
+	// faults holds the stall switch of a fault build (faults_on.go); the
+	// release build's is empty and its wait compiles to nothing.
+	faults Faults
+	log    *slog.Logger
+	exit   func(code int)
 	// keepLogOnce answers raft's question after the next installed
 	// snapshot (install.go).
 	keepLogOnce atomic.Bool
@@ -87,24 +86,11 @@ func (g *guardedLogStore) guard(write func() error) error {
 		defer timer.Stop()
 		defer close(done)
 	}
-	g.waitWhileStalled()
+	g.faults.waitWhileStalled()
 	if err := write(); err != nil {
 		g.log.Error("raft log write failed; exiting so that a restart recovers the log from disk", "err", err, "advice", failureAdvice(err))
 		g.exit(exitLogWrite)
 		return fmt.Errorf("store raft log: %w", err)
 	}
 	return nil
-}
-
-// waitWhileStalled blocks while the stall file exists (fault injection).
-func (g *guardedLogStore) waitWhileStalled() {
-	if g.stallFile == "" {
-		return
-	}
-	for {
-		if _, err := os.Stat(g.stallFile); err != nil {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

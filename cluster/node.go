@@ -174,7 +174,7 @@ func (n *Node) openRaft() (bool, error) {
 		return false, fmt.Errorf("inspect raft state: %w", err)
 	}
 	logs := &guardedLogStore{LogStore: n.stores.log, stallTimeout: n.cfg.DiskStallTimeout,
-		stallFile: n.cfg.FaultDiskStallFile, log: n.log, exit: n.cfg.exit}
+		faults: n.cfg.Faults, log: n.log, exit: n.cfg.exit}
 	n.fsm.logs, n.fsm.log = logs, n.log
 	n.trans.watchLog(logs, n.log)
 	// raft reads every entry back after appending it: the leader to send

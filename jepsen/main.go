@@ -68,7 +68,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.expect, "expect", "", "anomaly kinds (comma-separated) the run must report one of (with -bug): exit 0 only if found")
 	fs.StringVar(&cfg.out, "out", "", "results directory (default jepsen/results/<timestamp>)")
 	fs.IntVar(&cfg.subnet, "subnet", 77, "nodes listen on 127.0.<subnet>.11..15")
-	fs.StringVar(&cfg.bin, "bin", "", "idemnode binary to test (default: built from this tree)")
+	fs.StringVar(&cfg.bin, "bin", "", "idemnode binary to test, a fault build (go build -tags faults ./cmd/idemnode; default: built so from this tree)")
 	fs.IntVar(&cfg.hotKeys, "hot-keys", 4, "keys the clients race on at a time")
 	fs.Int64Var(&cfg.opsGen, "ops-per-key-set", 120, "operations before moving to fresh keys")
 	fs.DurationVar(&cfg.minTTL, "min-ttl", 3*time.Second, "shortest TTL a claim asks for (each draws up to 20s more)")

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -59,17 +60,38 @@ func moduleRoot() string {
 	return filepath.Dir(string(out[:len(out)-1]))
 }
 
+// faultsTag is the build tag that compiles idemnode's fault-injection
+// flags and planted bugs in; the release build has neither, and every node
+// of the harness starts with --fault-disk-stall-file.
+const faultsTag = "faults"
+
+// buildBinary builds a fault build of idemnode, or checks that -bin is one.
 func buildBinary(cfg config, dir string) (string, error) {
 	if cfg.bin != "" {
-		return filepath.Abs(cfg.bin)
+		bin, err := filepath.Abs(cfg.bin)
+		if err != nil {
+			return "", err
+		}
+		return bin, checkFaultBuild(bin)
 	}
 	bin := filepath.Join(dir, "idemnode")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/idemnode/idemnode/cmd/idemnode")
+	cmd := exec.Command("go", "build", "-tags", faultsTag, "-o", bin, "github.com/idemnode/idemnode/cmd/idemnode")
 	cmd.Dir = moduleRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build idemnode: %v: %s", err, out)
 	}
 	return bin, nil
+}
+
+// checkFaultBuild refuses a release build as -bin up front, rather than as
+// nodes that never start. The extra argument makes either build stop after
+// parsing the flags, so no server starts whatever the environment sets.
+func checkFaultBuild(bin string) error {
+	out, err := exec.Command(bin, "serve", "--fault-disk-stall-file", "probe", "probe").CombinedOutput()
+	if err != nil && strings.Contains(string(out), "unknown flag") {
+		return fmt.Errorf("-bin %s has no fault-injection flags: build it with go build -tags %s ./cmd/idemnode", bin, faultsTag)
+	}
+	return nil
 }
 
 // runResult is what the run produced for the checker and the summary.

@@ -67,8 +67,9 @@ type Server struct {
 	// closing is closed by Shutdown; forwarding streams and waits end on it.
 	closing   chan struct{}
 	closeOnce sync.Once
-	// bug names a planted bug (fault injection for jepsen's self-test).
-	bug string
+	// bug names a planted bug (fault injection for jepsen's self-test);
+	// it is empty in the release build (bugs_nofaults.go).
+	bug plantedBug
 }
 
 // Option configures a Server.

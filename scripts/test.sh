@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The test suite: vet, then every package's tests with the race detector.
+# The test suite: vet (of the release and the fault build), then every
+# package's tests with the race detector.
 # Partition tests need root and iptables; without them they skip and say so.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
 cd "$(dirname "$0")/.."
 go vet ./...
+# The fault build (the jepsen harness's nodes: planted bugs, --fault-* flags).
+go vet -tags faults ./cluster ./rpc ./cmd/idemnode
 go test -race -count=1 -timeout 20m ./... "$@"

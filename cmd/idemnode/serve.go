@@ -53,10 +53,7 @@ type serveFlags struct {
 	snapshotInterval  time.Duration
 	logLevel          string
 	logFormat         string
-	clockOffset       time.Duration
 	diskStallTimeout  time.Duration
-	faultStallFile    string
-	faultBug          string
 	minLease          time.Duration
 	minTTL            time.Duration
 	tombstoneTTL      time.Duration
@@ -69,6 +66,9 @@ type serveFlags struct {
 	grpcConns, apiConns, httpConns *listenerCap
 	grpcStreams                    uint32
 	handshakeTimeout               time.Duration
+	// faults are the hidden fault-injection flags, only in a fault build
+	// (serve_faults.go); the release build has none (serve_nofaults.go).
+	faults faultFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -144,13 +144,7 @@ func newServeCmd() *cobra.Command {
 		"a client's further calls queue on its side (above the node's 10 000 waits: one proxy may hold them all)")
 	fl.DurationVar(&f.handshakeTimeout, "grpc-handshake-timeout", 10*time.Second,
 		"time a new gRPC connection has for its TLS handshake and HTTP/2 preface; then it is closed")
-	// Fault injection, for the jepsen harness only: hidden and off by default.
-	fl.DurationVar(&f.clockOffset, "fault-clock-offset", 0, "FAULT INJECTION: shift this node's clock")
-	fl.StringVar(&f.faultStallFile, "fault-disk-stall-file", "", "FAULT INJECTION: Raft log writes block while this file exists")
-	fl.StringVar(&f.faultBug, "fault-bug", "", "FAULT INJECTION: plant a known bug (jepsen self-test)")
-	for _, name := range []string{"fault-clock-offset", "fault-disk-stall-file", "fault-bug"} {
-		_ = fl.MarkHidden(name)
-	}
+	f.faults.register(fl)
 	cmd.Long = "Run an idemnode server.\n\n" +
 		"Exit codes: 0 after a clean shutdown (SIGTERM, SIGINT); 1 a failure; 2 a configuration\n" +
 		"error; 3 a Raft log write failed or stalled (restart it; docs/OPERATIONS.md).\n\n" + envHelp(fl)
@@ -288,11 +282,10 @@ func serve(ctx context.Context, f serveFlags) error {
 		SnapshotThreshold:  f.snapshotThreshold,
 		SnapshotInterval:   f.snapshotInterval,
 		ExpiryInterval:     f.expiryInterval,
-		ClockOffset:        f.clockOffset,
+		ClockOffset:        f.faults.clock(),
 		LogJSON:            f.logFormat == "json",
 		DiskStallTimeout:   f.diskStallTimeout,
-		FaultDiskStallFile: f.faultStallFile,
-		FaultAppliedAhead:  f.faultBug == cluster.BugAppliedAhead,
+		Faults:             f.faults.cluster(),
 		StoreCacheSize:     f.cacheSize,
 		StoreMemTableSize:  uint64(f.memtableSize),
 		StoreKeyFilterSize: f.keyFilterSize,
@@ -309,16 +302,11 @@ func serve(ctx context.Context, f serveFlags) error {
 	apiMetrics := rpc.NewMetrics(reg)
 	opts := []rpc.Option{rpc.WithForwardSource(grpcLn.Addr().(*net.TCPAddr).IP), rpc.WithMetrics(apiMetrics, reg)}
 	opts = append(opts, sec.rpcOptions(f.auth.enabled)...)
-	if f.faultBug == cluster.BugAppliedAhead {
-		log.Warn("FAULT INJECTION: planted bug enabled; this node is deliberately incorrect", "bug", f.faultBug)
-	} else if f.faultBug != "" {
-		bug, err := rpc.WithPlantedBug(f.faultBug)
-		if err != nil {
-			return err
-		}
-		log.Warn("FAULT INJECTION: planted bug enabled; this node is deliberately incorrect", "bug", f.faultBug)
-		opts = append(opts, bug)
+	bugs, err := f.faults.rpcOptions(log)
+	if err != nil {
+		return err
 	}
+	opts = append(opts, bugs...)
 	limits := rpc.DefaultLimits()
 	limits.MinLease, limits.MinTTL, limits.TombstoneTTL = f.minLease, f.minTTL, f.tombstoneTTL
 	f.auth.applyLimits(&limits)

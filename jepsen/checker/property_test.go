@@ -93,7 +93,7 @@ func TestSimulatedMutationIsCaught(t *testing.T) {
 	}
 }
 
-// The checkers catch the server bugs of rpc/bugs.go (and a lease bug of the
+// The checkers catch the server bugs of rpc/bugs_faults.go (and a lease bug of the
 // state machine) planted into the simulator, each by its own kind.
 func TestSimulatedPlantedBugsAreCaught(t *testing.T) {
 	for bug, kind := range map[string]string{bugSkipFencing: KindPhantomRead,

@@ -62,7 +62,7 @@ type retry struct {
 	due  int
 }
 
-// Planted bugs, as rpc/bugs.go plants them in the server.
+// Planted bugs, as rpc/bugs_faults.go plants them in the server.
 const (
 	// bugSkipFencing completes a PENDING record whatever the token.
 	bugSkipFencing = "skip-fencing"

@@ -1,3 +1,5 @@
+//go:build faults
+
 package rpc
 
 import (
@@ -10,8 +12,9 @@ import (
 
 // Planted bugs exist only so that the jepsen harness can show its checkers
 // catch real anomalies (a checker that never fails proves nothing). They
-// are enabled by a hidden fault-injection flag of `idemnode serve` and are
-// never on in production.
+// are compiled only into a fault build (`go build -tags faults`), where a
+// hidden fault-injection flag of `idemnode serve` enables one; the release
+// build has none (bugs_nofaults.go).
 const (
 	// BugSkipFencing lets a complete by a superseded token through, by
 	// swapping in the current holder's token before proposing.
@@ -27,6 +30,9 @@ const (
 	BugFeedReplay = "feed-replay"
 )
 
+// plantedBug names the planted bug a fault build's Server runs with.
+type plantedBug string
+
 // PlantedBugs lists the valid planted-bug names.
 var PlantedBugs = []string{BugSkipFencing, BugStaleReads, BugFollowerClaims, BugFeedReplay}
 
@@ -34,7 +40,7 @@ var PlantedBugs = []string{BugSkipFencing, BugStaleReads, BugFollowerClaims, Bug
 func WithPlantedBug(name string) (Option, error) {
 	for _, b := range PlantedBugs {
 		if b == name {
-			return func(s *Server) { s.bug = name }, nil
+			return func(s *Server) { s.bug = plantedBug(name) }, nil
 		}
 	}
 	return nil, fmt.Errorf("unknown planted bug %q (known: %v)", name, PlantedBugs)
