@@ -348,7 +348,7 @@ func newCompleteCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "complete",
 		Short: "Store the response of a claimed key",
-		Example: `  idemnode complete --tenant acme --scope 'POST /v1/charges' --key order-42 --token 262144 \
+		Example: `  idemnode complete --tenant acme --scope 'POST /v1/charges' --key order-42 --token 327680 \
     --status 201 --header 'Content-Type: application/json' --body-file response.json
   # exit 0: stored (or already stored by this token); 1: fenced (the lease was lost) or not_found`,
 		Args: cobra.NoArgs,
@@ -417,7 +417,7 @@ func newReleaseCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "release",
 		Short: "Release a claimed key after a transient failure, so a retry re-executes",
-		Example: `  idemnode release --tenant acme --scope 'POST /v1/charges' --key order-42 --token 262144
+		Example: `  idemnode release --tenant acme --scope 'POST /v1/charges' --key order-42 --token 327680
   # exit 0: released (or already gone); 1: fenced (another claim holds it now)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -442,7 +442,7 @@ func newExtendCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "extend",
 		Short: "Extend the lease of a claimed key",
-		Example: `  idemnode extend --tenant acme --scope 'POST /v1/charges' --key order-42 --token 262144 --lease 2m
+		Example: `  idemnode extend --tenant acme --scope 'POST /v1/charges' --key order-42 --token 327680 --lease 2m
   # exit 0: extended; 1: fenced (the lease was lost: stop) or not_found`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -474,7 +474,7 @@ func newCheckpointCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "checkpoint",
 		Short: "Record a finished step of a claimed key's operation, where a takeover resumes",
-		Example: `  idemnode checkpoint --tenant acme --scope 'POST /v1/rides' --key ride-42 --token 262144 \
+		Example: `  idemnode checkpoint --tenant acme --scope 'POST /v1/rides' --key ride-42 --token 327680 \
     --point charged --data-file charge.json
   # exit 0: recorded (or already, with the same data); 1: fenced (the lease was lost: stop),
   # mismatch (this point was recorded with other data) or not_found. A claim that takes the
