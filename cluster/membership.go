@@ -112,6 +112,15 @@ func newMembership(cfg Config, meta memberMeta, logger *slog.Logger) (*membershi
 	if err != nil {
 		return nil, fmt.Errorf("gossip port %q: %w", portStr, err)
 	}
+	var advHost string
+	var advPort int
+	if cfg.GossipAdvertise != "" {
+		// Checked before anything starts: a port peers cannot dial would
+		// leave the node unreachable with no word why.
+		if advHost, advPort, err = advertisedGossip(cfg.GossipAdvertise); err != nil {
+			return nil, err
+		}
+	}
 	keyring, err := newKeyring(cfg.GossipKeys)
 	if err != nil {
 		return nil, err
@@ -127,12 +136,7 @@ func newMembership(cfg Config, meta memberMeta, logger *slog.Logger) (*membershi
 	mc.BindAddr, mc.BindPort = host, port
 	mc.AdvertisePort = port
 	if cfg.GossipAdvertise != "" {
-		ah, ap, err := net.SplitHostPort(cfg.GossipAdvertise)
-		if err != nil {
-			return nil, fmt.Errorf("gossip advertise address %q: %w", cfg.GossipAdvertise, err)
-		}
-		mc.AdvertiseAddr = ah
-		mc.AdvertisePort, _ = strconv.Atoi(ap)
+		mc.AdvertiseAddr, mc.AdvertisePort = advHost, advPort
 	}
 	// With a keyring, memberlist refuses plaintext both ways: a node
 	// without the key is not heard, and never hears us.
@@ -200,6 +204,20 @@ func (w levelWriter) Write(p []byte) (int, error) {
 	}
 	w.log.Log(context.Background(), level, line)
 	return len(p), nil
+}
+
+// advertisedGossip splits the gossip advertise address into its host and a
+// port peers can dial (1-65535).
+func advertisedGossip(addr string) (string, int, error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("gossip advertise address %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("gossip advertise address %q: port %q is not a number from 1 to 65535", addr, ps)
+	}
+	return host, port, nil
 }
 
 // setInCluster updates the advertised flag and gossips it.
