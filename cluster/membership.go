@@ -80,10 +80,13 @@ type membership struct {
 	stop    chan struct{}
 	done    chan struct{}
 
-	// mu guards meta (advertised by NodeMeta) and table.
-	mu    sync.Mutex
-	meta  memberMeta
-	table map[string]Member
+	// mu guards meta (advertised by NodeMeta), inClusterUnsent and table.
+	mu   sync.Mutex
+	meta memberMeta
+	// inClusterUnsent: meta.InCluster changed and no broadcast of it has
+	// gone out yet.
+	inClusterUnsent bool
+	table           map[string]Member
 }
 
 // gossipDelegate serves our metadata; the other delegate hooks are unused.
@@ -220,15 +223,27 @@ func advertisedGossip(addr string) (string, int, error) {
 	return host, port, nil
 }
 
-// setInCluster updates the advertised flag and gossips it.
-func (m *membership) setInCluster(v bool) {
+// setInCluster updates the advertised flag and gossips it. The flag is
+// what keeps peers from bootstrapping a second cluster, so a broadcast that
+// failed stays pending and the next call sends it again.
+func (m *membership) setInCluster(v bool) error {
 	m.mu.Lock()
-	changed := m.meta.InCluster != v
-	m.meta.InCluster = v
-	m.mu.Unlock()
-	if changed {
-		_ = m.list.UpdateNode(5 * time.Second)
+	if m.meta.InCluster != v {
+		m.meta.InCluster = v
+		m.inClusterUnsent = true
 	}
+	unsent := m.inClusterUnsent
+	m.mu.Unlock()
+	if !unsent {
+		return nil
+	}
+	if err := m.list.UpdateNode(5 * time.Second); err != nil {
+		return fmt.Errorf("gossip in_cluster=%v: %w", v, err)
+	}
+	m.mu.Lock()
+	m.inClusterUnsent = false
+	m.mu.Unlock()
+	return nil
 }
 
 // setIdentity updates the advertised identity and state and gossips them.
