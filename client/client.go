@@ -1,11 +1,11 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -113,11 +113,14 @@ type Client struct {
 	unreachable map[string]time.Time
 	closed      bool
 
-	// discoverMu makes concurrent callers share one leader discovery
-	// instead of each asking every node; refreshing keeps one background
-	// refresh at a time.
-	discoverMu sync.Mutex
-	refreshing atomic.Bool
+	// discovering is the leader discovery running now, shared by every
+	// caller (nil when none runs); guarded by mu.
+	discovering *discovery
+	// stopped ends with Close (stop cancels it): it bounds background
+	// work, which background counts so that Close can wait for it.
+	stopped    context.Context
+	stop       context.CancelFunc
+	background sync.WaitGroup
 }
 
 // New returns a client of the cluster at cfg.Addrs. It does not connect
@@ -127,14 +130,23 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, unreachable: map[string]time.Time{}}, nil
+	stopped, stop := context.WithCancel(context.Background())
+	return &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, unreachable: map[string]time.Time{},
+		stopped: stopped, stop: stop}, nil
 }
 
-// Close closes every connection. Calls in flight fail.
+// Close stops the client's background work and closes every connection.
+// Calls in flight fail.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
+	c.mu.Unlock()
+	// A leader discovery running now ends with stop; wait for it, so that
+	// nothing of the client outlives Close.
+	c.stop()
+	c.background.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var errs []error
 	for addr, conn := range c.conns {
 		if err := conn.Close(); err != nil {
@@ -158,7 +170,7 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, errors.New("client is closed")
+		return nil, errClosed
 	}
 	if conn, ok := c.conns[addr]; ok {
 		return conn, nil

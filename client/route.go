@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -29,17 +31,18 @@ func (c *Client) target(ctx context.Context, r route) string {
 		addr, stale := c.leader, time.Since(c.leaderAt) > c.cfg.LeaderRefresh
 		c.mu.Unlock()
 		if addr != "" {
-			if stale && c.refreshing.CompareAndSwap(false, true) {
-				go func() {
-					defer c.refreshing.Store(false)
-					c.discover(context.Background(), true)
-				}()
+			if stale {
+				c.startDiscovery() // in the background; addr serves meanwhile
 			}
 			return addr
 		}
-		if addr := c.discover(ctx, false); addr != "" {
+		addr, err := c.discover(ctx)
+		if addr != "" {
 			return addr
 		}
+		// The call goes to a listed node and fails or succeeds there; the
+		// reason discovery found no leader is only worth a note.
+		c.cfg.Logger.Debug("idemnode client: no leader found; trying the listed nodes in turn", "err", err)
 	}
 	// No leader known: any node forwards to the leader once one is elected.
 	c.mu.Lock()
@@ -60,37 +63,95 @@ func (c *Client) forget(addr string) {
 	c.next++
 }
 
-// discover asks every listed node for its status at once and returns the
-// address to send leader-bound calls to ("" when none answered with a
-// leader). A node that says it leads is believed first; otherwise the
-// leader that most nodes name. Unless force is set, a leader found
-// meanwhile by another caller is used.
-func (c *Client) discover(ctx context.Context, force bool) string {
-	c.discoverMu.Lock()
-	defer c.discoverMu.Unlock()
-	if addr := c.Leader(); addr != "" && !force {
-		return addr // another caller found it while this one queued
+// discovery is one round of asking the nodes who leads, shared by every
+// caller that wants one while it runs: callers wait for its end (or their
+// own context's) instead of queueing behind a lock for rounds of their own.
+type discovery struct {
+	done chan struct{}
+	// addr and err are set before done closes.
+	addr string
+	err  error
+}
+
+// errClosed: the client was closed.
+var errClosed = errors.New("client is closed")
+
+// discover waits for a round of discovery, the one running or a new one,
+// and returns the address to send leader-bound calls to, or "" and why.
+func (c *Client) discover(ctx context.Context) (string, error) {
+	d := c.startDiscovery()
+	if d == nil {
+		return "", errClosed
 	}
+	select {
+	case <-d.done:
+		return d.addr, d.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// startDiscovery returns the round running now or starts one, in the
+// background so that no caller's context cuts it short for the others;
+// nil once the client is closed. Close cancels the round and waits for it.
+func (c *Client) startDiscovery() *discovery {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	if c.discovering != nil {
+		return c.discovering
+	}
+	d := &discovery{done: make(chan struct{})}
+	c.discovering = d
+	c.background.Add(1)
+	go func() {
+		defer c.background.Done()
+		d.addr, d.err = c.askLeader(c.stopped)
+		c.mu.Lock()
+		c.discovering = nil
+		if d.addr != "" {
+			c.leader, c.leaderAt = d.addr, time.Now()
+		}
+		c.mu.Unlock()
+		close(d.done)
+	}()
+	return d
+}
+
+// askLeader asks every listed node for its status at once and returns the
+// address to send leader-bound calls to. A node that says it leads is
+// believed first; otherwise the leader that most nodes name. When no node
+// names one it returns "" and the last error a node answered, if any.
+func (c *Client) askLeader(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, discoverTimeout)
 	defer cancel()
 	type answer struct {
 		addr string // the listed address that answered
 		st   *idempb.StatusResponse
+		err  error
 	}
 	answers := make(chan answer, len(c.cfg.Addrs))
 	for _, addr := range c.cfg.Addrs {
 		go func() {
+			conn, err := c.conn(addr)
 			var st *idempb.StatusResponse
-			if conn, err := c.conn(addr); err == nil {
-				st, _ = idempb.NewAdminClient(conn).Status(ctx, &idempb.StatusRequest{})
+			if err == nil {
+				st, err = idempb.NewAdminClient(conn).Status(ctx, &idempb.StatusRequest{})
 			}
-			answers <- answer{addr, st}
+			answers <- answer{addr, st, err}
 		}()
 	}
 	votes := map[string]int{}
 	best, via := "", ""
+	var lastErr error
 	for range c.cfg.Addrs {
 		a := <-answers
+		if a.err != nil {
+			lastErr = fmt.Errorf("status of %s: %w", a.addr, a.err)
+			continue
+		}
 		if a.st.GetLeaderAddr() == "" {
 			continue
 		}
@@ -103,13 +164,13 @@ func (c *Client) discover(ctx context.Context, force bool) string {
 			best = a.st.GetLeaderAddr()
 		}
 	}
-	best = c.reachable(ctx, best, via)
-	if best != "" {
-		c.mu.Lock()
-		c.leader, c.leaderAt = best, time.Now()
-		c.mu.Unlock()
+	if best == "" {
+		if lastErr == nil {
+			lastErr = errors.New("no node knows a leader")
+		}
+		return "", fmt.Errorf("discover the leader: %w", lastErr)
 	}
-	return best
+	return c.reachable(ctx, best, via), nil
 }
 
 // unreachableFor is how long an advertised leader address that did not

@@ -24,10 +24,14 @@ func (n *Node) runBootstrap(existing bool) {
 	defer t.Stop()
 	for {
 		if n.inCluster(existing) {
-			n.members.setInCluster(true)
-			return
-		}
-		if n.shouldBootstrap() {
+			// Done only once peers have heard it: until then they might
+			// still bootstrap a cluster of their own.
+			err := n.members.setInCluster(true)
+			if err == nil {
+				return
+			}
+			n.log.Warn("gossip that this node is in a cluster; retrying", "err", err)
+		} else if n.shouldBootstrap() {
 			n.bootstrapExpected()
 		}
 		select {

@@ -47,6 +47,7 @@ func TestPlanInstall(t *testing.T) {
 // every RPC the follower sees is chosen by the test.
 type installRig struct {
 	t        *testing.T
+	dir      string // the follower's data dir
 	raft     *raft.Raft
 	machine  *fsm.Machine
 	tracked  *trackedFSM
@@ -101,7 +102,7 @@ func newInstallRig(t *testing.T) *installRig {
 		st.Close()
 		machine.Close()
 	})
-	return &installRig{t: t, raft: r, machine: machine, tracked: tracked, logs: logs, leader: ltrans, follower: faddr,
+	return &installRig{t: t, dir: dir, raft: r, machine: machine, tracked: tracked, logs: logs, leader: ltrans, follower: faddr,
 		config: raft.Configuration{Servers: []raft.Server{
 			{Suffrage: raft.Voter, ID: "l", Address: laddr},
 			{Suffrage: raft.Voter, ID: "f", Address: faddr},

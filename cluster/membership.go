@@ -80,10 +80,13 @@ type membership struct {
 	stop    chan struct{}
 	done    chan struct{}
 
-	// mu guards meta (advertised by NodeMeta) and table.
-	mu    sync.Mutex
-	meta  memberMeta
-	table map[string]Member
+	// mu guards meta (advertised by NodeMeta), inClusterUnsent and table.
+	mu   sync.Mutex
+	meta memberMeta
+	// inClusterUnsent: meta.InCluster changed and no broadcast of it has
+	// gone out yet.
+	inClusterUnsent bool
+	table           map[string]Member
 }
 
 // gossipDelegate serves our metadata; the other delegate hooks are unused.
@@ -112,6 +115,15 @@ func newMembership(cfg Config, meta memberMeta, logger *slog.Logger) (*membershi
 	if err != nil {
 		return nil, fmt.Errorf("gossip port %q: %w", portStr, err)
 	}
+	var advHost string
+	var advPort int
+	if cfg.GossipAdvertise != "" {
+		// Checked before anything starts: a port peers cannot dial would
+		// leave the node unreachable with no word why.
+		if advHost, advPort, err = advertisedGossip(cfg.GossipAdvertise); err != nil {
+			return nil, err
+		}
+	}
 	keyring, err := newKeyring(cfg.GossipKeys)
 	if err != nil {
 		return nil, err
@@ -127,12 +139,7 @@ func newMembership(cfg Config, meta memberMeta, logger *slog.Logger) (*membershi
 	mc.BindAddr, mc.BindPort = host, port
 	mc.AdvertisePort = port
 	if cfg.GossipAdvertise != "" {
-		ah, ap, err := net.SplitHostPort(cfg.GossipAdvertise)
-		if err != nil {
-			return nil, fmt.Errorf("gossip advertise address %q: %w", cfg.GossipAdvertise, err)
-		}
-		mc.AdvertiseAddr = ah
-		mc.AdvertisePort, _ = strconv.Atoi(ap)
+		mc.AdvertiseAddr, mc.AdvertisePort = advHost, advPort
 	}
 	// With a keyring, memberlist refuses plaintext both ways: a node
 	// without the key is not heard, and never hears us.
@@ -202,15 +209,41 @@ func (w levelWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// setInCluster updates the advertised flag and gossips it.
-func (m *membership) setInCluster(v bool) {
-	m.mu.Lock()
-	changed := m.meta.InCluster != v
-	m.meta.InCluster = v
-	m.mu.Unlock()
-	if changed {
-		_ = m.list.UpdateNode(5 * time.Second)
+// advertisedGossip splits the gossip advertise address into its host and a
+// port peers can dial (1-65535).
+func advertisedGossip(addr string) (string, int, error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("gossip advertise address %q: %w", addr, err)
 	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("gossip advertise address %q: port %q is not a number from 1 to 65535", addr, ps)
+	}
+	return host, port, nil
+}
+
+// setInCluster updates the advertised flag and gossips it. The flag is
+// what keeps peers from bootstrapping a second cluster, so a broadcast that
+// failed stays pending and the next call sends it again.
+func (m *membership) setInCluster(v bool) error {
+	m.mu.Lock()
+	if m.meta.InCluster != v {
+		m.meta.InCluster = v
+		m.inClusterUnsent = true
+	}
+	unsent := m.inClusterUnsent
+	m.mu.Unlock()
+	if !unsent {
+		return nil
+	}
+	if err := m.list.UpdateNode(5 * time.Second); err != nil {
+		return fmt.Errorf("gossip in_cluster=%v: %w", v, err)
+	}
+	m.mu.Lock()
+	m.inClusterUnsent = false
+	m.mu.Unlock()
+	return nil
 }
 
 // setIdentity updates the advertised identity and state and gossips them.

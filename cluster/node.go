@@ -283,6 +283,10 @@ func (n *Node) Close() error {
 			}
 		}
 		n.wg.Wait()
+		if n.snaps != nil {
+			// After raft's shutdown no Restore claims a finished build.
+			n.snaps.close()
+		}
 		if n.trans != nil {
 			n.trans.closeGate()
 		}

@@ -43,9 +43,11 @@ type storeSnapshots struct {
 	failed func(stage string)
 
 	// mu guards built: finished InstallSnapshot builds by snapshot id,
-	// waiting for Restore.
-	mu    sync.Mutex
-	built map[string]*builtInstall
+	// waiting for Restore; and closed, set at shutdown, after which no
+	// Restore will come to claim a build.
+	mu     sync.Mutex
+	built  map[string]*builtInstall
+	closed bool
 }
 
 // builtInstall is a finished InstallSnapshot build and the log position
@@ -121,6 +123,19 @@ func (s *storeSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, err
 		pw.CloseWithError(err)
 	}()
 	return snapshotMeta(v.Meta(), "view"), pr, nil
+}
+
+// close discards the finished builds no Restore claimed: after shutdown
+// none will be, and each holds a store open on disk. A build finishing
+// later is discarded at once.
+func (s *storeSnapshots) close() {
+	s.mu.Lock()
+	builds := s.built
+	s.built, s.closed = map[string]*builtInstall{}, true
+	s.mu.Unlock()
+	for _, b := range builds {
+		b.builder.Abort()
+	}
 }
 
 // take removes and returns the finished build of id.
@@ -211,8 +226,15 @@ func (k *storeSink) Close() error {
 		return fmt.Errorf("install snapshot %s: %w", k.id, err)
 	}
 	k.store.mu.Lock()
-	k.store.built[k.id] = &builtInstall{builder: k.builder, index: k.index, term: k.base.Term}
+	closed := k.store.closed
+	if !closed {
+		k.store.built[k.id] = &builtInstall{builder: k.builder, index: k.index, term: k.base.Term}
+	}
 	k.store.mu.Unlock()
+	if closed {
+		k.builder.Abort()
+		return fmt.Errorf("install snapshot %s: %w", k.id, ErrShutdown)
+	}
 	return nil
 }
 

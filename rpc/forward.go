@@ -52,10 +52,62 @@ type forwarder struct {
 	// dialOpts are added to every connection (WithForwardDialOptions).
 	dialOpts []grpc.DialOption
 
-	// mu guards conns and links.
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
-	links map[string]*link
+	// idleAfter overrides forwardIdle (tests).
+	idleAfter time.Duration
+
+	// mu guards conns, links, busy and lastUsed. busy counts the calls
+	// forwarded to an address and not answered yet; lastUsed is when one
+	// last began or ended.
+	mu       sync.Mutex
+	conns    map[string]*grpc.ClientConn
+	links    map[string]*link
+	busy     map[string]int
+	lastUsed map[string]time.Time
+}
+
+// forwardIdle is how long a connection to an address no call was forwarded
+// to is kept. Leader addresses move (a node restarted elsewhere, a whole
+// cluster moved), and a connection kept to a departed one would be pinged
+// and redialled for ever; the grace keeps the connections of a leadership
+// that moves back and forth.
+const forwardIdle = time.Minute
+
+// begin notes a call forwarded to addr and returns the function to call
+// when it is answered. It also closes and forgets the connections to
+// other addresses that no call used for forwardIdle: a call in flight on
+// one keeps it.
+func (f *forwarder) begin(addr string) (end func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	if f.busy == nil {
+		f.busy, f.lastUsed = map[string]int{}, map[string]time.Time{}
+	}
+	f.busy[addr]++
+	f.lastUsed[addr] = now
+	idle := forwardIdle
+	if f.idleAfter > 0 {
+		idle = f.idleAfter
+	}
+	for a, c := range f.conns {
+		if a == addr || f.busy[a] > 0 || now.Sub(f.lastUsed[a]) < idle {
+			continue
+		}
+		if l, ok := f.links[a]; ok {
+			l.fail(errors.New("leader address no longer used"))
+			delete(f.links, a)
+		}
+		c.Close()
+		delete(f.conns, a)
+		delete(f.busy, a)
+		delete(f.lastUsed, a)
+	}
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.busy[addr]--
+		f.lastUsed[addr] = time.Now()
+	}
 }
 
 func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
@@ -161,6 +213,7 @@ func forwardOnce[T any](ctx context.Context, s *Server, remote func(context.Cont
 		return zero, errLeaderIsSelf
 	}
 	s.countForward(ctx)
+	defer s.fwd.begin(addr)()
 	return remote(ctx, addr)
 }
 

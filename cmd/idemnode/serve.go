@@ -104,7 +104,7 @@ func newServeCmd() *cobra.Command {
 	fl.StringVar(&f.apiAddr, "api-addr", "127.0.0.1:7404", "HTTP/JSON API listen address, with the gRPC port's TLS and auth (empty: off)")
 	fl.StringVar(&f.grpcAdvertise, "grpc-advertise", "", "gRPC address clients and peers dial (default: --grpc-addr)")
 	fl.StringVar(&f.gossipAddr, "gossip-addr", "127.0.0.1:7402", "memberlist (gossip) listen address, TCP and UDP")
-	fl.StringVar(&f.gossipAdvertise, "gossip-advertise", "", "gossip address peers dial (default: --gossip-addr)")
+	fl.StringVar(&f.gossipAdvertise, "gossip-advertise", "", "gossip address peers dial, host:port with a port from 1 to 65535 (default: --gossip-addr)")
 	fl.StringVar(&f.gossipProfile, "gossip-profile", "lan", "gossip timings: lan, or local for loopback tests")
 	fl.StringSliceVar(&f.join, "join", nil, "gossip addresses of servers to join (comma-separated)")
 	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "form a new cluster once this many servers see each other (odd)")
