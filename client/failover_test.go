@@ -26,6 +26,7 @@ import (
 // same key; leases are short, so a Do that lost track of its own claim
 // would let the retry take the key over and run the function again.
 func TestLeaderKillDuringDo(t *testing.T) {
+	skipInShort(t, "kills the leader of a 3-node cluster under calls")
 	t.Parallel()
 	c := testcluster.Start(t, 3, testcluster.Options{Subnet: 71})
 	var unavailable atomic.Int64

@@ -61,6 +61,7 @@ func followerOf(c *testcluster.Cluster, leader *testcluster.Node) *testcluster.N
 // their deadline, and a linearizable read on it refuses rather than return
 // the stale state it still holds. First a follower, then the leader.
 func TestIsolatedNodeCannotCommitOrReadStale(t *testing.T) {
+	skipInShort(t, "a 3-node cluster under partitions")
 	t.Parallel()
 	p := mustPartitioner(t, subnetPartition)
 	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetPartition})
@@ -155,6 +156,7 @@ func viewOf(nd *testcluster.Node) string {
 // snapshots and compacts its log several times; on restart the follower
 // must be sent a snapshot (InstallSnapshot) and end with the leader's digest.
 func TestRestartAfterSnapshotsCatchesUp(t *testing.T) {
+	skipInShort(t, "crashes and restarts a node of a 3-node cluster")
 	t.Parallel()
 	// Each start of a node gets a registry of its own: the restarted
 	// follower's counts its install.
@@ -239,6 +241,7 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string) (sum float64,
 // TestJoinAndRemoveFourthNode adds a server with --join (the leader makes it
 // a voter) and removes it again through a follower's admin API.
 func TestJoinAndRemoveFourthNode(t *testing.T) {
+	skipInShort(t, "grows a 3-node cluster to four and back, crashing a node")
 	t.Parallel()
 	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetMembership})
 	fourth := c.AddNode()
@@ -272,6 +275,7 @@ func TestJoinAndRemoveFourthNode(t *testing.T) {
 // TestFiveNodesServeWithTwoDown crashes two of five servers, the leader
 // among them; the other three keep a quorum and keep serving.
 func TestFiveNodesServeWithTwoDown(t *testing.T) {
+	skipInShort(t, "crashes two nodes of a 5-node cluster")
 	t.Parallel()
 	c := testcluster.Start(t, 5, testcluster.Options{Subnet: subnetFive})
 	leader := c.WaitLeader(30 * time.Second)
@@ -292,6 +296,7 @@ func TestFiveNodesServeWithTwoDown(t *testing.T) {
 // acknowledged write is lost, and each restart costs the client at most one
 // retryable error (the call that reaches the node as it stops).
 func TestRollingRestartLosesNoWrite(t *testing.T) {
+	skipInShort(t, "restarts every node of a 3-node cluster under writes")
 	t.Parallel()
 	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetRolling})
 	var apis []idempb.IdempotencyClient
@@ -388,6 +393,7 @@ func TestRollingRestartLosesNoWrite(t *testing.T) {
 // TestDeadServerCleanup removes a crashed server from the Raft
 // configuration once it has been dead for --dead-server-cleanup.
 func TestDeadServerCleanup(t *testing.T) {
+	skipInShort(t, "crashes a node of a 3-node cluster and waits for its removal")
 	t.Parallel()
 	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetDeadCleanup, Tune: func(cfg *cluster.Config) {
 		cfg.DeadServerCleanup = time.Second
@@ -415,6 +421,7 @@ func TestDeadServerCleanup(t *testing.T) {
 // configuration still holds the old addresses, the transport finds the
 // servers by id through gossip, a leader is elected and no data is lost.
 func TestWholeClusterMovesToNewAddresses(t *testing.T) {
+	skipInShort(t, "stops a 3-node cluster and restarts it on new addresses")
 	t.Parallel()
 	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetMove})
 	claimOn(t, c.WaitLeader(30*time.Second), "before-move", "o")

@@ -26,6 +26,7 @@ import (
 // stays in progress, and the foreign node's state is untouched. A data dir
 // of the other cluster reused as it is takes the same path.
 func TestNodeOfAnotherClusterIsRefused(t *testing.T) {
+	skipInShort(t, "two 3-node clusters, a backup of one restored into a node of the other")
 	t.Parallel()
 	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetIdentity})
 	leader := c.WaitLeader(30 * time.Second)

@@ -173,6 +173,7 @@ func TestDamagedLastLogBatchNotInStoreRefuses(t *testing.T) {
 // with its store durable, its last log batch damaged, restarts, takes the
 // entries it lacks from the leader and converges on the same digest.
 func TestDamagedLastLogBatchCatchesUpFromPeers(t *testing.T) {
+	skipInShort(t, "crashes a node of a 3-node cluster and damages its log")
 	var exits exitCodes
 	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetLogTail, Tune: func(cfg *cluster.Config) {
 		*cfg = cluster.WithExitHook(*cfg, exits.hook(cfg.NodeID))

@@ -159,6 +159,7 @@ func (d dialLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Con
 // nobody drops out, a node with only the new key joins, and one with only
 // the retired key is no longer heard.
 func TestGossipKeyRotationWhileRunning(t *testing.T) {
+	skipInShort(t, "rotates the gossip key of a 3-node cluster in three rounds, nodes joining")
 	t.Parallel()
 	sec := testcluster.NewSecurity(t)
 	a, b := sec.GossipKeys[0], testpki.GossipKey(t)

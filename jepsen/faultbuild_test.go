@@ -11,6 +11,9 @@ import (
 // and refuses a release build given as -bin (it has no --fault-* flag, so
 // its nodes would not start).
 func TestBinMustBeAFaultBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds idemnode twice (a release and a fault build)")
+	}
 	dir := t.TempDir()
 	release := filepath.Join(dir, "release")
 	build := exec.Command("go", "build", "-o", release, "github.com/idemnode/idemnode/cmd/idemnode")

@@ -45,6 +45,9 @@ func TestProxyUpstreamKilled(t *testing.T) {
 // retry until they get an answer, while the cluster's leader is killed;
 // every key's upstream call runs exactly once and all its answers agree.
 func TestProxyLeaderKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: kills the leader of a 3-node cluster under retried requests")
+	}
 	t.Parallel()
 	c := testcluster.Start(t, 3, testcluster.Options{Subnet: 153})
 	up := startUpstream(t)

@@ -69,6 +69,7 @@ func abandonOn(t *testing.T, c *testcluster.Cluster, key string) uint64 {
 // tokens: the leader sees the follower as a peer, not the caller), and a
 // watch from the cursor streams the next event.
 func TestFeedCursorFromTheLeaderOnALaggingFollower(t *testing.T) {
+	rpc.SkipInShort(t, "a 3-node TLS cluster with a follower partitioned away")
 	t.Parallel()
 	if err := netfault.Available(); err != nil {
 		t.Skipf("partition test skipped: %v", err)

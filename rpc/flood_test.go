@@ -131,6 +131,7 @@ func limitReason(err error) string {
 // with a retry hint; every node agrees on what noisy stores, which stays
 // within its quotas.
 func TestFloodedTenantDoesNotStarveOthers(t *testing.T) {
+	rpc.SkipInShort(t, "floods a 3-node cluster past a tenant's rate and quotas")
 	t.Parallel()
 	c := floodCluster(t)
 	noisyAPI, quietAPI := dialAs(t, c, "noisy-token-0123456789"), dialAs(t, c, "quiet-token-0123456789")

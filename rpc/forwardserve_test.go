@@ -74,6 +74,7 @@ func TestShutdownEndsStreamsWithCallsRunning(t *testing.T) {
 // client set no deadline waits as long as its wait, like a unary call; it
 // is not cut at some default on the leader.
 func TestForwardedWaitWithoutDeadlineLastsAsAsked(t *testing.T) {
+	skipInShort(t, "holds a forwarded wait for 11 s")
 	t.Parallel()
 	s, _, l := leaderWithStream(t)
 	ctx := testCtx(t)

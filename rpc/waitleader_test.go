@@ -35,6 +35,7 @@ func checkLeadershipLost(t *testing.T, what string, err error) {
 // with a retryable LEADERSHIP_LOST, while a wait forwarded by a follower is
 // carried over to the new leader and still sees the completion.
 func TestWaitEndsOnLeaderChange(t *testing.T) {
+	rpc.SkipInShort(t, "moves leadership around a 3-node cluster")
 	t.Parallel()
 	c := testcluster.Start(t, 3, testcluster.Options{Subnet: 74})
 	leader := c.WaitLeader(30 * time.Second)

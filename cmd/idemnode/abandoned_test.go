@@ -33,6 +33,7 @@ type watchCLI struct {
 
 func startWatch(t *testing.T, s *server, args ...string) *watchCLI {
 	t.Helper()
+	needBinary(t)
 	args = append(append([]string{"abandoned", "--watch", "--addr", s.grpc, "-o", "json"}, args...), s.clientFlags...)
 	cmd := exec.Command(binary, args...)
 	out, err := cmd.StdoutPipe()

@@ -21,6 +21,7 @@ import (
 // --grpc-addr.
 func TestTwoDevNodesSideBySide(t *testing.T) {
 	t.Parallel()
+	needBinary(t)
 	for i, ip := range []string{"127.0.0.231", "127.0.0.232"} {
 		grpcAddr := freeAddrOn(t, ip)
 		host, port, _ := net.SplitHostPort(grpcAddr)

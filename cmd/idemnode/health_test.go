@@ -20,6 +20,7 @@ import (
 // service NOT_SERVING; a ready node answers SERVING (TestServices in rpc).
 func TestHealthFollowsReadiness(t *testing.T) {
 	t.Parallel()
+	needBinary(t)
 	dir := t.TempDir()
 	grpcAddr, httpAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	cmd := exec.Command(binary, "serve", "--node-id", "lonely", "--data-dir", filepath.Join(dir, "data"),

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -23,6 +24,12 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// The inner loop runs no processes: binary stays empty and
+		// needBinary skips every test that would run it.
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "idemnode-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "create build dir:", err)
@@ -69,6 +76,15 @@ type server struct {
 	err    error         // Wait's answer, once exited is closed
 }
 
+// needBinary skips t under -short, where TestMain builds no binary: the
+// inner loop starts no idemnode processes.
+func needBinary(t testing.TB) {
+	t.Helper()
+	if binary == "" {
+		t.Skip("-short: runs the idemnode binary as a process")
+	}
+}
+
 // mustServer starts a fresh single-node plaintext server, with args added
 // to its serve flags, and waits until it is ready. t.Cleanup kills it and
 // reports any data race it logged.
@@ -101,6 +117,7 @@ func mustServerWith(t *testing.T, serveFlags, clientFlags []string) *server {
 // kills it and reports any data race it logged.
 func newServer(t *testing.T, serveFlags, clientFlags []string) *server {
 	t.Helper()
+	needBinary(t)
 	dir := t.TempDir()
 	s := &server{t: t, dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "server.log"),
 		grpc: testutil.FreeAddr(t), raft: testutil.FreeAddr(t), http: testutil.FreeAddr(t), gossip: testutil.FreeAddr(t),
@@ -213,6 +230,7 @@ func cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // cliIn is cli with stdin.
 func cliIn(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	needBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out, errOut bytes.Buffer

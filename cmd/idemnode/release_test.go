@@ -31,6 +31,7 @@ func TestReleaseHasNoFaultFlags(t *testing.T) {
 // planted bugs' code (their names and messages say "planted bug").
 func TestReleaseHasNoPlantedBug(t *testing.T) {
 	t.Parallel()
+	needBinary(t)
 	b, err := os.ReadFile(binary)
 	if err != nil {
 		t.Fatal(err)

@@ -331,6 +331,7 @@ func postJSON(t *testing.T, hc *http.Client, url, body string) (int, string) {
 // left at their defaults are lowered to fit instead.
 func TestCapsThatDoNotFitTheDescriptorLimit(t *testing.T) {
 	t.Parallel()
+	needBinary(t)
 	run := func(flags ...string) (string, int) {
 		args := append([]string{"-c", `ulimit -n 512 && exec "$@"`, "sh", binary, "serve", "--insecure", "--data-dir", t.TempDir(),
 			"--grpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0", "--http-addr", "", "--api-addr", "", "--gossip-addr", ""}, flags...)

@@ -61,6 +61,7 @@ func buildPreviousRelease(t *testing.T) string {
 // record.
 func TestRollingUpgradeGivesTheClusterAnIdentity(t *testing.T) {
 	t.Parallel()
+	needBinary(t)
 	old := buildPreviousRelease(t)
 	nodes := make([]*server, 3)
 	for i := range nodes {
