@@ -74,10 +74,25 @@ func (n *Node) runIdentity() {
 	}
 }
 
-// proposeIdentity commits a new identity, if every voter can apply it.
+// proposeIdentity commits a new identity, if every voter can apply it and
+// no server the cluster would then refuse is about to come back.
 func (n *Node) proposeIdentity() {
 	if err := n.appliedEverywhere(4); err != nil {
 		return // a voter runs an older release; retried on the next tick
+	}
+	if n.members != nil {
+		f := n.raft.GetConfiguration()
+		if f.Error() != nil {
+			return
+		}
+		inConfig := map[string]bool{}
+		for _, s := range f.Configuration().Servers {
+			inConfig[string(s.ID)] = true
+		}
+		if why := identityHeldBack(n.members.members(), inConfig, n.cfg.NodeID, time.Now()); why != "" {
+			n.log.Debug("cluster identity held back", "why", why)
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -88,6 +103,31 @@ func (n *Node) proposeIdentity() {
 	case res.Outcome == fsm.OutcomeOK:
 		n.log.Info("cluster identity set", "cluster", n.ClusterID())
 	}
+}
+
+// identityHoldoff is how long a server of an older release that left or
+// died holds the identity back. A rolling upgrade stops every node in turn,
+// and SIGTERM removes it from the configuration: while the last old node is
+// away, every voter runs this release. Given an identity then, the cluster
+// would refuse that node on its return, since it holds state from before
+// identities (admits); so the identity waits until it is back.
+const identityHoldoff = 10 * time.Minute
+
+// identityHeldBack says why the cluster must not get its identity yet, ""
+// when it may: a member of an older release alive, or gone for less than
+// identityHoldoff; or a member alive and outside the configuration holding
+// state without an identity (reconcile adds it first, while it still may).
+func identityHeldBack(members []Member, inConfig map[string]bool, self string, now time.Time) string {
+	for _, m := range members {
+		switch {
+		case m.ID == self:
+		case m.Applies < 4 && (m.State == "alive" || now.Sub(m.Since) < identityHoldoff):
+			return fmt.Sprintf("%s (%s) runs a release without cluster identities", m.ID, m.State)
+		case m.State == "alive" && !inConfig[m.ID] && m.HasState && m.Cluster == "":
+			return fmt.Sprintf("%s holds state from before identities and is not in the configuration yet", m.ID)
+		}
+	}
+	return ""
 }
 
 // joinCheckWindow is how long after start a node started with --join

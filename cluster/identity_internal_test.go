@@ -173,3 +173,32 @@ func TestLeaderAdmits(t *testing.T) {
 		}
 	}
 }
+
+// TestIdentityWaitsForTheUpgradeToEnd: the identity is held back while a
+// server of an older release is alive or gone only a little while (the
+// last node of a rolling upgrade, stopped and removed, must be able to come
+// back), and while a server holding state without an identity waits
+// outside the configuration to be added.
+func TestIdentityWaitsForTheUpgradeToEnd(t *testing.T) {
+	now := time.Now()
+	newNode := Member{ID: "b", State: "alive", Applies: 4, HasState: true}
+	for _, tc := range []struct {
+		name     string
+		m        Member
+		inConfig bool
+		held     bool
+	}{
+		{"every member upgraded", newNode, true, false},
+		{"an old member alive", Member{ID: "b", State: "alive", Applies: 3}, true, true},
+		{"an old member that left a minute ago", Member{ID: "b", State: "left", Applies: 3, Since: now.Add(-time.Minute)}, false, true},
+		{"an old member gone for an hour", Member{ID: "b", State: "dead", Applies: 3, Since: now.Add(-time.Hour)}, false, false},
+		{"upgraded, back with state, not yet re-added", newNode, false, true},
+		{"upgraded and empty, not yet added", Member{ID: "b", State: "alive", Applies: 4}, false, false},
+	} {
+		inConfig := map[string]bool{"a": true, "b": tc.inConfig}
+		why := identityHeldBack([]Member{{ID: "a", State: "alive", Applies: 4, HasState: true}, tc.m}, inConfig, "a", now)
+		if (why != "") != tc.held {
+			t.Errorf("%s: held back %q, want held %v", tc.name, why, tc.held)
+		}
+	}
+}

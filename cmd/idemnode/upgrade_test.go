@@ -99,6 +99,14 @@ func TestRollingUpgradeGivesTheClusterAnIdentity(t *testing.T) {
 	for i, n := range nodes {
 		stop(t, n)
 		write(nodes[(i+1)%3]) // two nodes still commit
+		if i == len(nodes)-1 {
+			// SIGTERM removed the last old node from the configuration, and
+			// every voter left runs this release. A pod's replacement takes
+			// a while: give the leader several identity ticks (one a second)
+			// before it comes back, as a slower restart would.
+			awaitRemoved(t, nodes[0], n.nodeID)
+			time.Sleep(3 * time.Second)
+		}
 		n.bin = ""
 		n.start()
 		write(n)
@@ -141,4 +149,23 @@ func stop(t *testing.T, s *server) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s still running 30s after SIGTERM:\n%s", s.nodeID, s.log())
 	}
+}
+
+// awaitRemoved waits until via's Raft configuration no longer lists id.
+func awaitRemoved(t *testing.T, via *server, id string) {
+	t.Helper()
+	testutil.WaitFor(t, 30*time.Second, id+" removed from the configuration", func() bool {
+		var m struct {
+			Servers []struct {
+				ID string `json:"id"`
+			} `json:"servers"`
+		}
+		via.cliJSON(0, &m, "members")
+		for _, s := range m.Servers {
+			if s.ID == id {
+				return false
+			}
+		}
+		return true
+	})
 }
