@@ -12,8 +12,9 @@ import (
 const rejoinHint = "restore this node from its peers: wipe the data dir and rejoin"
 
 // verifyLog reads back every entry of the log store before raft starts and
-// refuses a log that does not read as written. raft-boltdb keeps no
-// checksum of its own; commands carry a CRC-32C (fsm's format 2), so a
+// refuses a log that does not read as written. raft-wal checks its batch
+// checksums only when it recovers the tail of the open segment, not on
+// reads; commands carry a CRC-32C of their own (fsm's format 2), so a
 // flipped byte inside one is found here rather than applied as another
 // valid command. Raft's own fields are checked for what can be checked: the
 // entry is present, holds the index it is stored under, and terms never
@@ -49,8 +50,9 @@ func logBounds(logs raft.LogStore) (first, last uint64, err error) {
 	return first, last, nil
 }
 
-// readLog reads one entry; bbolt may panic on a damaged page, and that is
-// corruption to report, not a crash.
+// readLog reads one entry; a log store may panic on damaged bytes (a
+// length that runs past its segment, bbolt's pages in a data dir not yet
+// migrated), and that is corruption to report, not a crash.
 func readLog(logs raft.LogStore, i uint64, l *raft.Log) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
