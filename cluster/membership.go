@@ -87,6 +87,10 @@ type membership struct {
 	// gone out yet.
 	inClusterUnsent bool
 	table           map[string]Member
+
+	// updateMu serializes our UpdateNode calls: memberlist reads our own
+	// node's state outside its lock there while another call rewrites it.
+	updateMu sync.Mutex
 }
 
 // gossipDelegate serves our metadata; the other delegate hooks are unused.
@@ -237,7 +241,7 @@ func (m *membership) setInCluster(v bool) error {
 	if !unsent {
 		return nil
 	}
-	if err := m.list.UpdateNode(5 * time.Second); err != nil {
+	if err := m.updateNode(5 * time.Second); err != nil {
 		return fmt.Errorf("gossip in_cluster=%v: %w", v, err)
 	}
 	m.mu.Lock()
@@ -253,7 +257,7 @@ func (m *membership) setIdentity(cluster string, hasState bool) {
 	m.meta.Cluster, m.meta.State = cluster, hasState
 	m.mu.Unlock()
 	if changed {
-		if err := m.list.UpdateNode(5 * time.Second); err != nil {
+		if err := m.updateNode(5 * time.Second); err != nil {
 			m.log.Warn("gossip the cluster identity", "err", err)
 		}
 	}
@@ -337,13 +341,21 @@ func (m *membership) member(id string) (Member, bool) {
 	return mem, ok
 }
 
+// updateNode gossips our metadata again, one call at a time, waiting up to
+// timeout for the broadcast to go out.
+func (m *membership) updateNode(timeout time.Duration) error {
+	m.updateMu.Lock()
+	defer m.updateMu.Unlock()
+	return m.list.UpdateNode(timeout)
+}
+
 // leave announces a graceful departure and stops gossiping: first the
 // Leaving flag in our metadata, then memberlist's own leave message.
 func (m *membership) leave(timeout time.Duration) error {
 	m.mu.Lock()
 	m.meta.Leaving = true
 	m.mu.Unlock()
-	if err := m.list.UpdateNode(timeout / 2); err != nil {
+	if err := m.updateNode(timeout / 2); err != nil {
 		return fmt.Errorf("announce leave: %w", err)
 	}
 	if err := m.list.Leave(timeout / 2); err != nil {

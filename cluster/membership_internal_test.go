@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -22,4 +24,25 @@ func TestBadGossipAdvertisePortIsRefused(t *testing.T) {
 			t.Errorf("advertise %q: error %q does not name the gossip advertise address", adv, err)
 		}
 	}
+}
+
+// TestMetadataUpdatesDoNotRace: the bootstrap loop gossips in_cluster while
+// the identity loop gossips the cluster identity, and memberlist's
+// UpdateNode is not safe to call twice at once (it reads our own node's
+// state outside its lock while another call rewrites it). Run under -race,
+// as scripts/test.sh does: CI caught this race in a 3-node start.
+func TestMetadataUpdatesDoNotRace(t *testing.T) {
+	m, err := newMembership(Config{NodeID: "n1", GossipAddr: "127.0.0.1:0", GossipProfile: "local"},
+		memberMeta{Version: 1}, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.shutdown()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(2)
+		go func() { defer wg.Done(); _ = m.setInCluster(i%2 == 0) }()
+		go func() { defer wg.Done(); m.setIdentity(fmt.Sprintf("c%d", i), i%2 == 0) }()
+	}
+	wg.Wait()
 }
