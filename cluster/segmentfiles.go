@@ -10,7 +10,6 @@ import (
 
 	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/types"
-	"golang.org/x/sys/unix"
 )
 
 // Log segment files written full of zeros before use. raft-wal preallocates
@@ -168,7 +167,7 @@ func writeZeroed(path string, size int64, stop *atomic.Bool) error {
 		_, err = f.WriteAt(zeros[:min(zeroChunk, size-off)], off)
 	}
 	if err == nil {
-		err = unix.Fdatasync(int(f.Fd()))
+		err = datasync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -188,7 +187,7 @@ type segmentFile struct {
 }
 
 func (f *segmentFile) Sync() error {
-	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+	if err := datasync(f.File); err != nil {
 		return err
 	}
 	if f.dirSynced.Swap(true) {
