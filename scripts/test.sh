@@ -8,4 +8,6 @@ cd "$(dirname "$0")/.."
 go vet ./...
 # The fault build (the jepsen harness's nodes: planted bugs, --fault-* flags).
 go vet -tags faults ./cluster ./rpc ./cmd/idemnode
+# macOS builds too (the README's first command is a Mac user's first step).
+GOOS=darwin GOARCH=arm64 go build ./...
 go test -race -count=1 -timeout 20m ./... "$@"
