@@ -14,13 +14,15 @@ import (
 // node deletes the same records at the same point.
 func (n *Node) runExpiry() {
 	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.ExpiryInterval)
+	// The ticker runs on the node's clock: a test that advances a fake
+	// clock past a TTL also brings the next Expire proposal.
+	t := n.cfg.Clock.NewTicker(n.cfg.ExpiryInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
-		case <-t.C:
+		case <-t.C():
 			n.expireDue()
 		}
 	}
