@@ -15,6 +15,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/idemnode/idemnode/clock"
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/internal/testutil"
@@ -65,9 +66,16 @@ func serveAPI(t *testing.T, node *cluster.Node, limits Limits, opts ...grpc.Serv
 // and serves linearizable reads.
 func mustNode(t *testing.T) *cluster.Node {
 	t.Helper()
+	return mustNodeOn(t, nil)
+}
+
+// mustNodeOn is mustNode on clk (nil: the real clock); a server over the
+// node ends its waits by the same clock (WithClock's default).
+func mustNodeOn(t *testing.T, clk clock.Clock) *cluster.Node {
+	t.Helper()
 	node, err := cluster.Open(cluster.Config{
 		NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", Bootstrap: true,
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: slog.New(slog.DiscardHandler), Clock: clk,
 	})
 	if err != nil {
 		t.Fatalf("open node: %v", err)
