@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
+	"github.com/idemnode/idemnode/internal/testclock"
 	"github.com/idemnode/idemnode/internal/testcluster"
 )
 
@@ -34,10 +35,11 @@ func mustSingleNode(t *testing.T, tune func(*cluster.Config)) *cluster.Node {
 
 // TestExpiryTickerDeletesExpiredRecords: records disappear at their TTL
 // through the leader's Expire proposals, in bounded batches, with no
-// external trigger.
+// external trigger: the node's clock passing the TTL is all it takes.
 func TestExpiryTickerDeletesExpiredRecords(t *testing.T) {
 	t.Parallel()
-	n := mustSingleNode(t, func(c *cluster.Config) { c.ExpiryLimit = 7 })
+	clk := testclock.New(time.Now())
+	n := mustSingleNode(t, func(c *cluster.Config) { c.ExpiryLimit, c.Clock = 7, clk })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := range 30 {
@@ -54,6 +56,7 @@ func TestExpiryTickerDeletesExpiredRecords(t *testing.T) {
 	if got := n.Machine().Len(); got != 30 {
 		t.Fatalf("%d records stored, want 30", got)
 	}
+	clk.Advance(2 * time.Second) // past the short TTLs
 	testcluster.Eventually(t, 15*time.Second, "expired records deleted", func() error {
 		if got := n.Machine().Len(); got != 3 {
 			return fmt.Errorf("%d records left, want the 3 long-lived ones", got)

@@ -105,7 +105,9 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.wg.Add(3)
 	go n.watchLeadership()
-	go n.runExpiry()
+	// The expiry ticker is armed before Open returns, so a test that
+	// advances a fake clock right after reaches it.
+	go n.runExpiry(n.cfg.Clock.NewTicker(n.cfg.ExpiryInterval))
 	go n.runCommitter()
 	if n.scrub != nil {
 		n.wg.Add(1)
