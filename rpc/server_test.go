@@ -35,7 +35,14 @@ type testCluster struct {
 // and serves linearizable reads, and serves the API on 127.0.0.1:0.
 func mustCluster(t *testing.T) *testCluster {
 	t.Helper()
-	node := mustNode(t)
+	return mustClusterOn(t, nil)
+}
+
+// mustClusterOn is mustCluster with the node and its API on clk (nil: the
+// real clock).
+func mustClusterOn(t *testing.T, clk clock.Clock) *testCluster {
+	t.Helper()
+	node := mustNodeOn(t, clk)
 	_, conn := serveAPI(t, node, DefaultLimits())
 	return &testCluster{node: node, conn: conn,
 		api: idempb.NewIdempotencyClient(conn), admin: idempb.NewAdminClient(conn)}
