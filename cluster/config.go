@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idemnode/idemnode/clock"
 )
 
 // Config configures one node.
@@ -85,10 +88,13 @@ type Config struct {
 	// 0 means store.DefaultScrubPeriod (a day), negative turns it off.
 	StoreScrubPeriod time.Duration
 
-	// ClockOffset shifts the time this node stamps into commands: a knob
-	// of the skew tests, zero in production. Only a fault build's
-	// `serve --fault-clock-offset` sets it from the command line.
-	ClockOffset time.Duration
+	// Clock is the time this node stamps into the commands it proposes
+	// (the state machine's only time, fsm/DESIGN.md) and that drives its
+	// expiry ticker; nil means clock.Real(). Tests pass a fake they advance
+	// past a lease or a TTL (internal/testclock), or shift one node's clock
+	// with clock.Offset; only a fault build's `serve --fault-clock-offset`
+	// shifts it from the command line.
+	Clock clock.Clock
 	// Faults are the fault-injection switches of the jepsen harness (a
 	// stalled disk, the planted store bug). They exist only in a fault
 	// build (`go build -tags faults`); in the release build Faults is
@@ -144,6 +150,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
 	}
 	if c.exit == nil {
 		c.exit = os.Exit

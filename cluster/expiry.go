@@ -6,21 +6,23 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/idemnode/idemnode/clock"
 	"github.com/idemnode/idemnode/fsm"
 )
 
 // runExpiry is the leader's expiry ticker. Deleting expired records goes
 // through the log like any write (as Consul reaps tombstones), so every
-// node deletes the same records at the same point.
-func (n *Node) runExpiry() {
+// node deletes the same records at the same point. The ticker runs on the
+// node's clock: a test that advances a fake clock past a TTL also brings
+// the next Expire proposal.
+func (n *Node) runExpiry(t clock.Ticker) {
 	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.ExpiryInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
-		case <-t.C:
+		case <-t.C():
 			n.expireDue()
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
+	"github.com/idemnode/idemnode/clock"
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/store"
 )
@@ -104,7 +105,9 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.wg.Add(3)
 	go n.watchLeadership()
-	go n.runExpiry()
+	// The expiry ticker is armed before Open returns, so a test that
+	// advances a fake clock right after reaches it.
+	go n.runExpiry(n.cfg.Clock.NewTicker(n.cfg.ExpiryInterval))
 	go n.runCommitter()
 	if n.scrub != nil {
 		n.wg.Add(1)
@@ -251,10 +254,14 @@ func (n *Node) verifyLeader() error {
 	return nil
 }
 
-// now is the wall clock this node stamps into the commands it proposes.
+// now is the time this node stamps into the commands it proposes.
 func (n *Node) now() int64 {
-	return time.Now().Add(n.cfg.ClockOffset).UnixNano()
+	return n.cfg.Clock.Now().UnixNano()
 }
+
+// Clock returns the clock this node stamps commands with (Config.Clock):
+// the API's waits end on a holder's lease by the same clock.
+func (n *Node) Clock() clock.Clock { return n.cfg.Clock }
 
 // Machine returns the local state machine for stale reads and status.
 func (n *Node) Machine() *fsm.Machine { return n.fsm.Machine }

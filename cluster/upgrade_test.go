@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
+	"github.com/idemnode/idemnode/internal/testclock"
 	"github.com/idemnode/idemnode/internal/testcluster"
 	"github.com/idemnode/idemnode/store"
 )
@@ -67,7 +68,7 @@ func testUpgrade(t *testing.T, cutShort bool) {
 		s.Close()
 	}
 	cfg := soloConfig(data, "127.0.110.7")
-	cfg.ClockOffset = clockAfter(want)
+	cfg.Clock = clockAfter(want)
 
 	n := openSolo(t, cfg)
 	checkLegacyRecords(t, n.Machine(), want)
@@ -86,15 +87,15 @@ func testUpgrade(t *testing.T, cutShort bool) {
 	checkRetryAnswered(t, again, want.Records[0])
 }
 
-// clockAfter is the clock offset that puts a node a minute after the
-// fixture's latest record: its records were written in November 2026 with
-// a 30-day TTL, and stay live whenever the test runs.
-func clockAfter(want legacyFixture) time.Duration {
+// clockAfter is a clock that stands a minute after the fixture's latest
+// record: its records were written in November 2026 with a 30-day TTL, and
+// stay live whenever the test runs.
+func clockAfter(want legacyFixture) *testclock.Clock {
 	var latest int64
 	for _, r := range want.Records {
 		latest = max(latest, r.CreatedAt, r.CompletedAt)
 	}
-	return time.Until(time.Unix(0, latest).Add(time.Minute))
+	return testclock.New(time.Unix(0, latest).Add(time.Minute))
 }
 
 // checkRetryAnswered: a retry of the completed request r is answered from
@@ -199,7 +200,7 @@ func TestUpgradeFromStoreFormat1(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	before := currentStore(t, data)
 	cfg := soloConfig(data, "127.0.110.8")
-	cfg.ClockOffset = clockAfter(want)
+	cfg.Clock = clockAfter(want)
 
 	n := openSolo(t, cfg)
 	checkLegacyRecords(t, n.Machine(), want)

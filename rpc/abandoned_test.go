@@ -11,13 +11,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/idemnode/idemnode/internal/testclock"
 	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
 // abandon claims key for tenant's caller with a short lease and lets it
-// lapse; it returns once the feed has reported it.
-func abandon(t *testing.T, c *caller, tenant, key string) {
+// lapse: it moves clk, the node's, a second on, past the lease and to the
+// expiry ticker's next tick, and returns once the feed has reported it.
+func abandon(t *testing.T, clk *testclock.Clock, c *caller, tenant, key string) {
 	t.Helper()
 	ctx := testCtx(t)
 	won, err := c.api.Claim(ctx, &idempb.ClaimRequest{Id: tenantID(tenant, key), Owner: "o", Fingerprint: []byte{1},
@@ -25,6 +27,7 @@ func abandon(t *testing.T, c *caller, tenant, key string) {
 	if err != nil || won.GetOutcome() != idempb.Outcome_OUTCOME_WON {
 		t.Fatalf("claim %s/%s: %v %v", tenant, key, won, err)
 	}
+	clk.Advance(time.Second)
 	testutil.WaitFor(t, 10*time.Second, "the abandonment marked", func() bool {
 		page, err := c.api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{Tenant: tenant})
 		if err != nil {
@@ -70,11 +73,12 @@ func TestAbandonedFeedIsTenantScoped(t *testing.T) {
 	t.Parallel()
 	limits := DefaultLimits()
 	limits.MinLease = 100 * time.Millisecond
-	s := mustAuthServer(t, mustNode(t), limits)
+	clk := testclock.New(time.Now())
+	s := mustAuthServer(t, mustNodeOn(t, clk), limits)
 	ctx := testCtx(t)
 	acme, globex, ops := s.withToken(t, tokenAcme), s.withToken(t, tokenGlobex), s.withToken(t, tokenOps)
-	abandon(t, globex, "globex", "g1")
-	abandon(t, acme, "acme", "a1")
+	abandon(t, clk, globex, "globex", "g1")
+	abandon(t, clk, acme, "acme", "a1")
 
 	msg, err := watchFirst(ctx, acme, &idempb.WatchAbandonedRequest{})
 	if err != nil || fmt.Sprint(keysOf(msg.GetEvents())) != "[acme/a1]" || msg.GetCaughtUpSeq() != 2 {
@@ -113,7 +117,8 @@ func TestWatchRefusesAPrunedCursor(t *testing.T) {
 	t.Parallel()
 	limits := DefaultLimits()
 	limits.MinLease, limits.MinTTL = 100*time.Millisecond, 100*time.Millisecond
-	node := mustNode(t)
+	clk := testclock.New(time.Now())
+	node := mustNodeOn(t, clk)
 	_, conn := serveAPI(t, node, limits)
 	c := &caller{conn: conn, api: idempb.NewIdempotencyClient(conn)}
 	ctx := testCtx(t)
@@ -122,14 +127,17 @@ func TestWatchRefusesAPrunedCursor(t *testing.T) {
 	if err != nil || won.GetOutcome() != idempb.Outcome_OUTCOME_WON {
 		t.Fatalf("claim: %v %v", won, err)
 	}
-	// Abandoned, then expired, then both events pruned after the TTL.
+	// Abandoned, then expired, then both events pruned after the TTL: the
+	// clock moves on while the test waits, five times as fast as the real
+	// one, so each expiry tick is taken before the next.
 	testutil.WaitFor(t, 15*time.Second, "the feed pruned", func() bool {
+		clk.Advance(10 * time.Millisecond)
 		st, err := c.api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{})
 		return err == nil && len(st.GetRecords()) == 0 && node.Machine().Meta().Feed.PrunedThrough >= 2
 	})
 	_, err = watchFirst(ctx, c, &idempb.WatchAbandonedRequest{AfterSeq: 1})
 	checkDenied(t, "a pruned cursor", err, codes.OutOfRange, ReasonFeedPruned)
-	abandon(t, c, "", "later")
+	abandon(t, clk, c, "", "later")
 	msg, err := watchFirst(ctx, c, &idempb.WatchAbandonedRequest{})
 	if err != nil || fmt.Sprint(keysOf(msg.GetEvents())) != "[/later]" || msg.GetEvents()[0].GetSeq() != 3 {
 		t.Fatalf("from the oldest kept: %v, %v", msg, err)
@@ -158,11 +166,12 @@ func TestFeedRefusesACursorAheadOfTheCluster(t *testing.T) {
 	t.Parallel()
 	limits := DefaultLimits()
 	limits.MinLease = 100 * time.Millisecond
-	node := mustNode(t)
+	clk := testclock.New(time.Now())
+	node := mustNodeOn(t, clk)
 	_, conn := serveAPI(t, node, limits)
 	c := &caller{conn: conn, api: idempb.NewIdempotencyClient(conn)}
 	ctx := testCtx(t)
-	abandon(t, c, "", "k1")
+	abandon(t, clk, c, "", "k1")
 	last := node.Machine().Meta().Feed.Seq
 	if last != 1 {
 		t.Fatalf("the feed ends at %d, want 1", last)

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/idemnode/idemnode/internal/testclock"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -19,7 +20,8 @@ func TestCheckpointOverTheAPI(t *testing.T) {
 	t.Parallel()
 	limits := DefaultLimits()
 	limits.MinLease = 100 * time.Millisecond
-	_, conn := serveAPI(t, mustNode(t), limits)
+	clk := testclock.New(time.Now())
+	_, conn := serveAPI(t, mustNodeOn(t, clk), limits)
 	api := idempb.NewIdempotencyClient(conn)
 	ctx := testCtx(t)
 	id := tenantID("acme", "ride-1")
@@ -59,7 +61,7 @@ func TestCheckpointOverTheAPI(t *testing.T) {
 		}
 	}
 
-	time.Sleep(250 * time.Millisecond) // the holder's lease lapses
+	clk.Advance(250 * time.Millisecond) // the holder's lease lapses
 	taken := claim("driver-2")
 	rp := taken.GetRecoveryPoint()
 	if taken.GetOutcome() != idempb.Outcome_OUTCOME_WON || taken.GetAttempt() != 2 || rp.GetName() != "charged" || !bytes.Equal(rp.GetData(), []byte("ch_1")) {

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/idemnode/idemnode/clock"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -155,7 +156,7 @@ func (s *Server) serveForwarded(parent context.Context, c *idempb.ForwardCall) *
 	ctx := parent
 	if c.GetTimeout() != nil && mayWait(c) {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(parent, c.GetTimeout().AsDuration())
+		ctx, cancel = clock.WithTimeout(parent, s.clock, c.GetTimeout().AsDuration())
 		defer cancel()
 	}
 	reply := &idempb.ForwardReply{Id: c.GetId()}

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/idemnode/idemnode/clock"
+	"github.com/idemnode/idemnode/internal/testclock"
 	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
@@ -18,7 +20,14 @@ import (
 // loopback and opens a forwarding link to it, as a follower would.
 func leaderWithStream(t *testing.T) (*Server, *grpc.Server, *link) {
 	t.Helper()
-	s := NewServer(mustNode(t), DefaultLimits(), nil)
+	return leaderWithStreamOn(t, nil)
+}
+
+// leaderWithStreamOn is leaderWithStream with the node on clk (nil: the
+// real clock).
+func leaderWithStreamOn(t *testing.T, clk clock.Clock) (*Server, *grpc.Server, *link) {
+	t.Helper()
+	s := NewServer(mustNodeOn(t, clk), DefaultLimits(), nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -72,17 +81,21 @@ func TestShutdownEndsStreamsWithCallsRunning(t *testing.T) {
 
 // TestForwardedWaitWithoutDeadlineLastsAsAsked: a forwarded claim whose
 // client set no deadline waits as long as its wait, like a unary call; it
-// is not cut at some default on the leader.
+// is not cut at some default on the leader. Every timeout rpc puts on a
+// call runs on its clock (TestCallTimeoutsRunOnTheServersClock), so
+// advancing a fake clock past the 10 s cap a forwarded call once had would
+// end the wait.
 func TestForwardedWaitWithoutDeadlineLastsAsAsked(t *testing.T) {
-	skipInShort(t, "holds a forwarded wait for 11 s")
 	t.Parallel()
-	s, _, l := leaderWithStream(t)
+	clk := testclock.New(time.Now())
+	s, _, l := leaderWithStreamOn(t, clk)
 	ctx := testCtx(t)
 	held, err := s.Claim(ctx, &idempb.ClaimRequest{Id: &idempb.RecordId{Tenant: "t", Key: "slow"},
 		Fingerprint: []byte("fp"), Owner: "holder", Lease: durationpb.New(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	armed := clk.Waiting()
 	answer := make(chan *idempb.ForwardReply, 1)
 	go func() {
 		r, err := l.call(context.Background(), waitingClaim("slow", "waiter", 20*time.Second))
@@ -91,7 +104,18 @@ func TestForwardedWaitWithoutDeadlineLastsAsAsked(t *testing.T) {
 		}
 		answer <- r
 	}()
-	time.Sleep(11 * time.Second) // past any 10 s default a forwarded call once had
+	// The wait's own timer and the holder's lease timer are armed: only
+	// then does advancing the clock reach them.
+	testutil.WaitFor(t, 10*time.Second, "the forwarded claim waiting on the leader", func() bool {
+		total, _ := s.waits.active("")
+		return total >= 1 && clk.Waiting() >= armed+2
+	})
+	clk.Advance(11 * time.Second) // past any 10 s default a forwarded call once had
+	select {
+	case r := <-answer:
+		t.Fatalf("a 20 s wait answered %v 11 s in", r)
+	case <-time.After(200 * time.Millisecond):
+	}
 	if _, err := s.Complete(ctx, &idempb.CompleteRequest{Id: &idempb.RecordId{Tenant: "t", Key: "slow"},
 		Token: held.GetToken(), Response: &idempb.Response{Status: 201, Body: []byte("done")}}); err != nil {
 		t.Fatal(err)

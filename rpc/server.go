@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/idemnode/idemnode/clock"
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/rpc/idempb"
@@ -64,6 +65,9 @@ type Server struct {
 	metrics *Metrics // nil: no metrics
 	// tenantClaims counts claims by tenant for the metrics (with metrics only).
 	tenantClaims *tenantClaims
+	// clock ends held waits, by their timeout or by the end of a holder's
+	// lease (wait.go), and the timeout a forwarded call carries.
+	clock clock.Clock
 	// closing is closed by Shutdown; forwarding streams and waits end on it.
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -74,6 +78,15 @@ type Server struct {
 
 // Option configures a Server.
 type Option func(*Server)
+
+// WithClock makes the server's waits end by c: a call's wait or timeout,
+// and a holder's lease, which the leader's clock stamped. Without it the
+// server uses the backend's clock when it has one (cluster.Node.Clock), so
+// the two agree, and the real clock otherwise. Tests pass a fake clock they
+// advance (internal/testclock).
+func WithClock(c clock.Clock) Option {
+	return func(s *Server) { s.clock = c }
+}
 
 // WithForwardSource makes connections to the leader leave from ip, the
 // node's own address, so partitions by address cut forwarding too.
@@ -111,8 +124,14 @@ func NewServer(backend Backend, limits Limits, log *slog.Logger, opts ...Option)
 	// QUOTA_EXCEEDED as an error (quota.go).
 	s := &Server{backend: quotaBackend{Backend: backend, retryAfter: limits.QuotaRetryAfter},
 		limits: limits, log: log, health: health.NewServer(), closing: make(chan struct{})}
+	if b, ok := backend.(interface{ Clock() clock.Clock }); ok {
+		s.clock = b.Clock()
+	}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.clock == nil {
+		s.clock = clock.Real()
 	}
 	return s
 }

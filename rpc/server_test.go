@@ -15,6 +15,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/idemnode/idemnode/clock"
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/internal/testutil"
@@ -34,7 +35,14 @@ type testCluster struct {
 // and serves linearizable reads, and serves the API on 127.0.0.1:0.
 func mustCluster(t *testing.T) *testCluster {
 	t.Helper()
-	node := mustNode(t)
+	return mustClusterOn(t, nil)
+}
+
+// mustClusterOn is mustCluster with the node and its API on clk (nil: the
+// real clock).
+func mustClusterOn(t *testing.T, clk clock.Clock) *testCluster {
+	t.Helper()
+	node := mustNodeOn(t, clk)
 	_, conn := serveAPI(t, node, DefaultLimits())
 	return &testCluster{node: node, conn: conn,
 		api: idempb.NewIdempotencyClient(conn), admin: idempb.NewAdminClient(conn)}
@@ -65,9 +73,16 @@ func serveAPI(t *testing.T, node *cluster.Node, limits Limits, opts ...grpc.Serv
 // and serves linearizable reads.
 func mustNode(t *testing.T) *cluster.Node {
 	t.Helper()
+	return mustNodeOn(t, nil)
+}
+
+// mustNodeOn is mustNode on clk (nil: the real clock); a server over the
+// node ends its waits by the same clock (WithClock's default).
+func mustNodeOn(t *testing.T, clk clock.Clock) *cluster.Node {
+	t.Helper()
 	node, err := cluster.Open(cluster.Config{
 		NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", Bootstrap: true,
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: slog.New(slog.DiscardHandler), Clock: clk,
 	})
 	if err != nil {
 		t.Fatalf("open node: %v", err)

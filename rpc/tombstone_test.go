@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/internal/testclock"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -24,7 +25,8 @@ func TestTombstonesOverTheAPI(t *testing.T) {
 	t.Parallel()
 	limits := DefaultLimits()
 	limits.MinTTL, limits.MinLease, limits.TombstoneTTL = 100*time.Millisecond, 100*time.Millisecond, time.Hour
-	_, conn := serveAPI(t, mustNode(t), limits)
+	clk := testclock.New(time.Now())
+	_, conn := serveAPI(t, mustNodeOn(t, clk), limits)
 	api := idempb.NewIdempotencyClient(conn)
 	ctx := testCtx(t)
 	claim := func(key, owner string, fp byte) *idempb.ClaimResponse {
@@ -46,7 +48,7 @@ func TestTombstonesOverTheAPI(t *testing.T) {
 	if _, err := api.Release(ctx, &idempb.ReleaseRequest{Id: tenantID("acme", "released"), Token: released.GetToken()}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1200 * time.Millisecond) // past every TTL
+	clk.Advance(1200 * time.Millisecond) // past every TTL
 
 	late := claim("paid", "o2", 1)
 	if late.GetOutcome() != idempb.Outcome_OUTCOME_EXPIRED || late.GetCompletedAt() == nil || late.GetExpiresAt() == nil || late.GetResponse() != nil {

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/idemnode/idemnode/clock"
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/rpc/idempb"
@@ -56,7 +57,7 @@ func (s *Server) Wait(ctx context.Context, req *idempb.WaitRequest) (*idempb.Wai
 // committed, so the answer is never older than the read barrier before it.
 // lost, when not nil, ends the wait with errLeaderChanged.
 func (s *Server) waitLocal(ctx context.Context, key fsm.RecordKey, timeout time.Duration, lost <-chan struct{}) (*idempb.WaitResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := clock.WithTimeout(ctx, s.clock, timeout)
 	defer cancel()
 	var release func()
 	defer func() {
@@ -98,7 +99,7 @@ func (s *Server) waitLocal(ctx context.Context, key fsm.RecordKey, timeout time.
 // completion, wins a released key, or takes over an expired lease. When the
 // wait ends first, the last IN_PROGRESS answer stands.
 func (s *Server) claimWaiting(ctx context.Context, cmd *fsm.Command, res fsm.Result, wait time.Duration) (fsm.Result, error) {
-	waitCtx, cancel := context.WithTimeout(ctx, wait)
+	waitCtx, cancel := clock.WithTimeout(ctx, s.clock, wait)
 	defer cancel()
 	release, err := s.waitSlot(cmd.Key.Tenant)
 	if err != nil {
@@ -116,10 +117,12 @@ func (s *Server) claimWaiting(ctx context.Context, cmd *fsm.Command, res fsm.Res
 		// new as the answer: no read barrier is needed to watch it.
 		r, ok, changed := s.backend.Machine().GetWatch(cmd.Key)
 		if ok && changed != nil && r.Token == res.Record.Token {
-			leaseEnd := time.NewTimer(time.Until(time.Unix(0, r.LeaseExpiresAt)))
+			// The lease ends by the clock that stamped it: the leader's,
+			// which is this node's (it just committed the claim).
+			leaseEnd := s.clock.NewTimer(time.Unix(0, r.LeaseExpiresAt).Sub(s.clock.Now()))
 			select {
 			case <-changed:
-			case <-leaseEnd.C:
+			case <-leaseEnd.C():
 			case <-lost:
 				leaseEnd.Stop()
 				return fsm.Result{}, errLeaderChanged

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/idemnode/idemnode/internal/testclock"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -82,7 +83,8 @@ func (c *testCluster) release(t *testing.T, key string, token uint64) {
 // the subtests share one node and use a key each.
 func TestClaimWait(t *testing.T) {
 	t.Parallel()
-	c := mustCluster(t)
+	clk := testclock.New(time.Now())
+	c := mustClusterOn(t, clk)
 	t.Run("completion replays the response", func(t *testing.T) {
 		holder := c.mustWin(t, "completion", "holder", nil)
 		waiter := c.claimAsync(t, "completion", "waiter", 5*time.Second)
@@ -104,13 +106,16 @@ func TestClaimWait(t *testing.T) {
 		}
 	})
 	// The holder never finishes, so the waiter wakes when the lease ends and
-	// takes the record over, well before its own wait ends. This takes a
-	// second of real time.
+	// takes the record over, well before its own wait ends: the clock moves
+	// to the lease end only, so a waiter that slept through it would wait
+	// for good.
 	t.Run("expired lease is taken over", func(t *testing.T) {
 		holder := c.claim(t, &idempb.ClaimRequest{Id: rid("takeover"), Owner: "holder", Lease: dur(time.Second)})
 		outcome(t, "holder's claim", holder.GetOutcome(), idempb.Outcome_OUTCOME_WON)
 		start := time.Now()
-		got := receive(t, c.claimAsync(t, "takeover", "waiter", 5*time.Second))
+		waiter := c.claimAsync(t, "takeover", "waiter", 5*time.Second)
+		clk.Advance(time.Second)
+		got := receive(t, waiter)
 		outcome(t, "waiting claim", got.GetOutcome(), idempb.Outcome_OUTCOME_WON)
 		if got.GetAttempt() != 2 || got.GetToken() <= holder.GetToken() {
 			t.Errorf("takeover = %v, want attempt 2 and a token above %d", got, holder.GetToken())
@@ -125,7 +130,9 @@ func TestClaimWait(t *testing.T) {
 	})
 	t.Run("wait ends first", func(t *testing.T) {
 		holder := c.mustWin(t, "ends", "holder", nil)
-		got := receive(t, c.claimAsync(t, "ends", "waiter", 200*time.Millisecond))
+		waiter := c.claimAsync(t, "ends", "waiter", 200*time.Millisecond)
+		clk.Advance(200 * time.Millisecond)
+		got := receive(t, waiter)
 		outcome(t, "claim whose wait ended", got.GetOutcome(), idempb.Outcome_OUTCOME_IN_PROGRESS)
 		if got.GetToken() != 0 || !proto.Equal(got.GetLeaseExpiresAt(), holder.GetLeaseExpiresAt()) {
 			t.Errorf("claim whose wait ended = %v, want the lease end and no token", got)

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemnode/idemnode/internal/testmain"
 	"github.com/idemnode/idemnode/internal/testutil"
 )
 
@@ -24,30 +24,29 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		// The inner loop runs no processes: binary stays empty and
-		// needBinary skips every test that would run it.
-		os.Exit(m.Run())
+	tb := testmain.New("idemnode")
+	// The inner loop (-short) runs no processes: binary stays empty and
+	// needBinary skips every test that would run it.
+	if !testing.Short() {
+		binary = buildBinary(tb)
+		// A race-enabled binary sleeps a second at a clean exit by default.
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
-	dir, err := os.MkdirTemp("", "idemnode-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "create build dir:", err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "idemnode")
-	build := exec.Command("go", append(append([]string{"build"}, raceFlag...), "-o", binary, ".")...)
+	code := m.Run()
+	tb.Close()
+	os.Exit(code)
+}
+
+// buildBinary builds idemnode (with -race when the tests run with it) into
+// a directory tb removes at its Close.
+func buildBinary(tb *testmain.TB) string {
+	bin := filepath.Join(tb.TempDir(), "idemnode")
+	build := exec.Command("go", append(append([]string{"build"}, raceFlag...), "-o", bin, ".")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "go build idemnode:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
+		tb.Fatalf("go build idemnode: %v", err)
 	}
-	// A race-enabled binary sleeps a second at a clean exit by default.
-	os.Setenv("GORACE", "atexit_sleep_ms=0")
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return bin
 }
 
 // server is one `idemnode serve` process on fixed loopback ports, so it can

@@ -282,7 +282,7 @@ func serve(ctx context.Context, f serveFlags) error {
 		SnapshotThreshold:  f.snapshotThreshold,
 		SnapshotInterval:   f.snapshotInterval,
 		ExpiryInterval:     f.expiryInterval,
-		ClockOffset:        f.faults.clock(),
+		Clock:              f.faults.clock(),
 		LogJSON:            f.logFormat == "json",
 		DiskStallTimeout:   f.diskStallTimeout,
 		Faults:             f.faults.cluster(),

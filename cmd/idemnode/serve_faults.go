@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/idemnode/idemnode/clock"
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/rpc"
 )
@@ -30,8 +31,14 @@ func (ff *faultFlags) register(fl *pflag.FlagSet) {
 	}
 }
 
-// clock is --fault-clock-offset.
-func (ff *faultFlags) clock() time.Duration { return ff.clockOffset }
+// clock is the real clock shifted by --fault-clock-offset (nil, the real
+// clock, without it).
+func (ff *faultFlags) clock() clock.Clock {
+	if ff.clockOffset == 0 {
+		return nil
+	}
+	return clock.Offset(clock.Real(), ff.clockOffset)
+}
 
 // cluster returns the node's switches: the stall file and the planted store bug.
 func (ff *faultFlags) cluster() cluster.Faults {

@@ -4,10 +4,10 @@ package main
 
 import (
 	"log/slog"
-	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/idemnode/idemnode/clock"
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/rpc"
 )
@@ -19,7 +19,7 @@ type faultFlags struct{}
 
 func (faultFlags) register(*pflag.FlagSet) {}
 
-func (faultFlags) clock() time.Duration { return 0 }
+func (faultFlags) clock() clock.Clock { return nil }
 
 func (faultFlags) cluster() cluster.Faults { return cluster.Faults{} }
 
