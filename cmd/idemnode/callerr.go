@@ -97,6 +97,8 @@ func failureOf(err error, addr string, timeout time.Duration) *callError {
 	switch st.Code() {
 	case codes.InvalidArgument:
 		e.exit, e.message = exitUsage, "invalid input: "+msg
+	case codes.NotFound:
+		e.message = "not found: " + msg
 	case codes.Unauthenticated:
 		e.exit, e.message = exitDenied, "not authenticated: "+msg+" (--auth-token or --auth-token-file)"
 	case codes.PermissionDenied:

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -256,6 +257,7 @@ func addClientCommands(root *cobra.Command) {
 func newClaimCmd() *cobra.Command {
 	var c clientFlags
 	var fingerprint, requestFile, owner string
+	var noFingerprint bool
 	var lease, ttl, wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "claim",
@@ -269,15 +271,13 @@ func newClaimCmd() *cobra.Command {
 			if err := c.check(true); err != nil {
 				return err
 			}
-			fp, err := readFingerprint(fingerprint, requestFile)
+			fp, err := readFingerprint(fingerprint, requestFile, noFingerprint)
 			if err != nil {
 				return err
 			}
-			if owner == "" {
-				// Said before the call: after a timeout (exit 5), the
-				// retry needs it to get this claim back.
+			generated := owner == ""
+			if generated {
 				owner = newOwner()
-				fmt.Fprintf(os.Stderr, "idemnode: claim owner %s (generated: pass --owner %s to retry this same claim)\n", owner, owner)
 			}
 			if wait > 0 {
 				c.waitTimeout(wait, defaultTimeout)
@@ -285,19 +285,27 @@ func newClaimCmd() *cobra.Command {
 			}
 			req := &idempb.ClaimRequest{Id: c.id(), Fingerprint: fp, Owner: owner,
 				Lease: optDuration(lease), Ttl: optDuration(ttl), Wait: optDuration(wait)}
-			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
+			var outcome idempb.Outcome
+			err = c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := idempb.NewIdempotencyClient(conn).Claim(ctx, req)
 				if err != nil {
 					return err
 				}
-				return c.print(claimView(resp, owner), resp.GetOutcome())
+				outcome = resp.GetOutcome()
+				return c.print(claimView(resp, owner), outcome)
 			})
+			if generated && ownerNeeded(outcome, err) {
+				fmt.Fprintf(os.Stderr, "idemnode: claim owner %s (generated: pass --owner %s to retry this same claim)\n", owner, owner)
+			}
+			return err
 		},
 	}
 	c.register(cmd, true)
 	fl := cmd.Flags()
 	fl.StringVar(&fingerprint, "fingerprint", "", "request fingerprint in hex")
 	fl.StringVar(&requestFile, "request-file", "", "file whose SHA-256 is the fingerprint")
+	fl.BoolVar(&noFingerprint, "no-fingerprint", false,
+		"claim without a fingerprint: a different request under the same key is then answered from the record, not refused as mismatch")
 	fl.StringVar(&owner, "owner", "", "claim nonce, reused on retries of this claim (default: random)")
 	fl.DurationVar(&lease, "lease", 0, "lease (default 30s)")
 	fl.DurationVar(&ttl, "ttl", 0, "time to keep the record (default 24h)")
@@ -305,10 +313,38 @@ func newClaimCmd() *cobra.Command {
 	return cmd
 }
 
-func readFingerprint(hexFP, file string) ([]byte, error) {
+// ownerNeeded says whether a claim's generated owner is worth printing:
+// only a retry of this same claim needs it, after it won (the holder
+// resumes it elsewhere) or when its answer is unknown (exit 5, or any
+// failure). A replay (completed) or a refusal answered by the record needs
+// no owner.
+func ownerNeeded(o idempb.Outcome, err error) bool {
+	var answered exitError
+	var failed *callError
+	switch {
+	case o == idempb.Outcome_OUTCOME_WON, err == nil:
+		return o == idempb.Outcome_OUTCOME_WON
+	case errors.As(err, &answered):
+		return false
+	case errors.As(err, &failed):
+		return failed.exit == exitRetry
+	}
+	return true // a local failure: the answer may have been lost
+}
+
+// readFingerprint is the claim's fingerprint: the hex of --fingerprint, or
+// the SHA-256 of --request-file. A claim with neither is refused unless
+// --no-fingerprint says so: without one, a different request under the
+// same key is answered from the record instead of refused as mismatch.
+func readFingerprint(hexFP, file string, none bool) ([]byte, error) {
 	switch {
 	case hexFP != "" && file != "":
 		return nil, fmt.Errorf("--fingerprint and --request-file are exclusive")
+	case none && (hexFP != "" || file != ""):
+		return nil, fmt.Errorf("--no-fingerprint excludes --fingerprint and --request-file")
+	case !none && hexFP == "" && file == "":
+		return nil, fmt.Errorf("claim needs --fingerprint or --request-file, so that a different request under the same key " +
+			"is refused (mismatch) rather than answered from the record; --no-fingerprint claims without one")
 	case file != "":
 		b, err := os.ReadFile(file)
 		if err != nil {

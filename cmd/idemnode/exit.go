@@ -32,10 +32,12 @@ const exitFailed = 1
 // the README show it.
 const exitCodesHelp = `Exit codes:
   0  you hold the key, or it took effect (won, ok; get of an existing record)
-  1  refused or absent (mismatch, fenced, not_found); wait: the record is gone
+  1  refused or absent (mismatch, fenced, not_found; remove-member of an
+     unknown id); wait: the record is gone
      (released or expired), claim again; expired: the key's record is a
      tombstone, the operation ran (or may have): do not run it again
-  2  usage or invalid input
+  2  usage or invalid input (a claim without --fingerprint, --request-file
+     or --no-fingerprint)
   3  someone else holds it (in_progress; wait: the record is still pending)
   4  already completed (completed): the stored response is printed
   5  unavailable, timed out or rate-limited: safe to retry (a claim with the
