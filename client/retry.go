@@ -12,16 +12,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// ErrorInfo reasons the SDK turns into sentinels (rpc.Reason...).
-const (
-	reasonTooManyWaits  = "TOO_MANY_WAITS"
-	reasonRateLimited   = "RATE_LIMITED"
-	reasonQuotaExceeded = "QUOTA_EXCEEDED"
-	reasonFeedPruned    = "FEED_PRUNED"
-	// reasonFeedCursorAhead: see cursorAheadOf (abandoned.go).
-	reasonFeedCursorAhead = "FEED_CURSOR_AHEAD"
-)
-
 // attemptFunc sends one attempt over conn; wait is what is left of the
 // call's wait window (0 for calls that do not wait).
 type attemptFunc func(ctx context.Context, conn *grpc.ClientConn, wait time.Duration) error
@@ -110,15 +100,15 @@ func classify(err error) error {
 			continue
 		}
 		switch info.GetReason() {
-		case reasonTooManyWaits:
+		case ReasonTooManyWaits:
 			return fmt.Errorf("%w: %w", ErrTooManyWaits, err)
-		case reasonRateLimited:
+		case ReasonRateLimited:
 			return fmt.Errorf("%w: %w", ErrRateLimited, err)
-		case reasonQuotaExceeded:
+		case ReasonQuotaExceeded:
 			return fmt.Errorf("%w: %w", ErrQuotaExceeded, err)
-		case reasonFeedPruned:
+		case ReasonFeedPruned:
 			return fmt.Errorf("%w: %w", ErrFeedPruned, err)
-		case reasonFeedCursorAhead:
+		case ReasonFeedCursorAhead:
 			return cursorAheadOf(info, err)
 		}
 	}
