@@ -6,7 +6,9 @@ package client
 // failures that carry none because no server answered.
 const (
 	// Sent by the servers.
-	ReasonInvalidField   = "INVALID_FIELD"
+	ReasonInvalidField = "INVALID_FIELD"
+	// ReasonInvalidJSON: a JSON API body that is not the request message.
+	ReasonInvalidJSON    = "INVALID_JSON"
 	ReasonNotLeader      = "NOT_LEADER"
 	ReasonNoLeader       = "NO_LEADER"
 	ReasonLeadershipLost = "LEADERSHIP_LOST"

@@ -3,12 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 
+	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -136,7 +135,7 @@ func newTransferLeadershipCmd() *cobra.Command {
 				if _, err := admin.TransferLeadership(ctx, &idempb.TransferLeadershipRequest{Id: to}); err != nil {
 					return err
 				}
-				st, err := awaitNewLeader(ctx, admin, before.GetLeaderId(), to)
+				st, err := client.AwaitNewLeader(ctx, admin, before.GetLeaderId(), to)
 				if err != nil {
 					return err
 				}
@@ -147,24 +146,4 @@ func newTransferLeadershipCmd() *cobra.Command {
 	c.register(cmd, false)
 	cmd.Flags().StringVar(&to, "to", "", "id of the new leader")
 	return cmd
-}
-
-// awaitNewLeader asks the node until it knows a leader other than old (the
-// one named by to, if given): the transfer returns once the old leader has
-// stepped down, a moment before the node hears of the new one.
-func awaitNewLeader(ctx context.Context, admin idempb.AdminClient, old, to string) (*idempb.StatusResponse, error) {
-	for {
-		st, err := admin.Status(ctx, &idempb.StatusRequest{})
-		if err != nil {
-			return nil, err
-		}
-		if id := st.GetLeaderId(); id != "" && id != old && (to == "" || id == to) {
-			return st, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }

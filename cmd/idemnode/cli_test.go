@@ -13,11 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/idemnode/idemnode/internal/testutil"
-	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
 // TestCLIUsageErrors: bad flags and input the server refused as invalid
@@ -255,70 +251,6 @@ func TestCLIErrorsForHumans(t *testing.T) {
 	if took := time.Since(start); code != exitRetry || took > 3*time.Second ||
 		!strings.Contains(stderr, "no leader: the cluster has not formed yet") {
 		t.Errorf("claim without a leader: exit %d after %s, stderr %q; want exit 5 within 2s, saying there is no leader", code, took, stderr)
-	}
-}
-
-// TestFailureOf: gRPC's transport text becomes words and an exit code.
-func TestFailureOf(t *testing.T) {
-	t.Parallel()
-	const addr = "127.0.0.11:7400"
-	for _, tc := range []struct {
-		err     error
-		exit    int
-		reason  string
-		message string
-	}{
-		{status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.11:7400: connect: connection refused"`),
-			exitRetry, reasonConnectionRefused, "connection refused at 127.0.0.11:7400"},
-		{status.Error(codes.Unavailable, `connection error: desc = "transport: failed to write client preface: write tcp 127.0.0.1:1->127.0.0.11:7400: write: broken pipe"`),
-			exitRetry, reasonConnectionLost, "the connection to 127.0.0.11:7400 was cut during the call (safe to retry)"},
-		{status.Error(codes.Internal, "stream terminated by RST_STREAM with error code: PROTOCOL_ERROR"),
-			exitRetry, reasonConnectionLost, "the connection to 127.0.0.11:7400 was cut during the call (safe to retry)"},
-		{status.Error(codes.Unavailable, `connection error: desc = "error reading server preface: remote error: tls: certificate required"`),
-			exitDenied, reasonClientCertRequired, "the server requires a client certificate (--tls-cert, --tls-key)"},
-		{status.Error(codes.Unavailable, `connection error: desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"`),
-			exitUsage, reasonServerCertUnknown, "cannot verify the certificate of 127.0.0.11:7400: x509: certificate signed by unknown authority (--tls-ca, --tls-server-name)"},
-		{status.Error(codes.DeadlineExceeded, "context deadline exceeded"),
-			exitRetry, reasonTimeout, "timed out after 2s waiting for 127.0.0.11:7400 (safe to retry)"},
-		{status.Error(codes.PermissionDenied, "this call needs an admin identity"),
-			exitDenied, "", "permission denied: this call needs an admin identity"},
-		{status.Error(codes.Unauthenticated, "no credentials"),
-			exitDenied, "", "not authenticated: no credentials (--auth-token or --auth-token-file)"},
-		{status.Error(codes.FailedPrecondition, "node3 is alive"), exitRefused, "", "node3 is alive"},
-	} {
-		got := failureOf(tc.err, addr, 2*time.Second)
-		if got.exit != tc.exit || got.reason != tc.reason || got.message != tc.message {
-			t.Errorf("failureOf(%v) = exit %d reason %q message %q\nwant exit %d reason %q message %q",
-				tc.err, got.exit, got.reason, got.message, tc.exit, tc.reason, tc.message)
-		}
-	}
-}
-
-// TestNoLeaderDetail: without a leader, the CLI counts the voters gossip
-// cannot reach.
-func TestNoLeaderDetail(t *testing.T) {
-	t.Parallel()
-	st := &idempb.StatusResponse{NodeId: "n1", State: "candidate"}
-	servers := []*idempb.RaftServer{{Id: "n1", Voter: true}, {Id: "n2", Voter: true}, {Id: "n3", Voter: true}}
-	members := func(states ...string) *idempb.MembersResponse {
-		m := &idempb.MembersResponse{Servers: servers}
-		for i, s := range states {
-			m.Members = append(m.Members, &idempb.Member{Id: fmt.Sprintf("n%d", i+1), State: s})
-		}
-		return m
-	}
-	for _, tc := range []struct {
-		m    *idempb.MembersResponse
-		want string
-	}{
-		{members("alive", "dead", "suspect"), "the cluster has no quorum (2 of 3 nodes unreachable)"},
-		{members("alive", "alive", "dead"), "none yet: an election may be running (gossip sees 2 of 3 nodes alive); safe to retry"},
-		{&idempb.MembersResponse{Members: []*idempb.Member{{Id: "n1", State: "alive"}}}, "the cluster has not formed yet"},
-		{nil, "none is known at this node; safe to retry"},
-	} {
-		if got := noLeaderDetail(st, tc.m); !strings.HasPrefix(got, tc.want) {
-			t.Errorf("noLeaderDetail(%v) = %q, want %q", tc.m, got, tc.want)
-		}
 	}
 }
 

@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,12 +15,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -122,116 +119,36 @@ func (c *clientFlags) waitTimeout(wait, atLeast time.Duration) {
 // within --timeout: a wait longer than that is cut, so the call ends in
 // time with the record as it then is, not with a timeout.
 func (c *clientFlags) waitWithin(wait time.Duration) time.Duration {
-	room := c.timeout - explainReserve(c.timeout)
+	room := c.timeout - client.ExplainReserve(c.timeout)
 	return max(0, min(wait, room-min(time.Second, room/4)))
 }
 
-// explainReserve is the part of --timeout kept back from the call itself,
-// so a failure can still be explained (explainNoLeader) in time.
-func explainReserve(timeout time.Duration) time.Duration {
-	return min(500*time.Millisecond, timeout/4)
+// endpoints are the nodes of --addr with the flags' credentials.
+func (c *clientFlags) endpoints() (*client.Endpoints, error) {
+	addrs, err := c.addrs()
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := c.tls.config()
+	if err != nil {
+		return nil, fmt.Errorf("--addr %q: %w", addrs[0], err)
+	}
+	dial, err := c.auth.dialOptions()
+	if err != nil {
+		return nil, fmt.Errorf("--addr %q: %w", addrs[0], err)
+	}
+	return &client.Endpoints{Addrs: addrs, TLS: tlsCfg, DialOptions: dial, Timeout: c.timeout, Once: c.once}, nil
 }
 
 // call runs fn against the endpoints of --addr in order, within --timeout
-// in all. It moves on to the next endpoint when one cannot be reached, or
-// (for idempotent calls, which all idemnode data calls are) when it answers
-// Unavailable. fn's errors that are not gRPC statuses (the answer printed
-// with its exit code, a local failure) are returned as they are; a gRPC
-// failure becomes a callError that says what happened.
+// in all (client.Endpoints): a gRPC failure comes back as a
+// *client.Failure, what fn returned otherwise as it is.
 func (c *clientFlags) call(ctx context.Context, fn func(context.Context, *grpc.ClientConn) error) error {
-	addrs, err := c.addrs()
+	e, err := c.endpoints()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	callCtx, cancelCall := context.WithTimeout(ctx, c.timeout-explainReserve(c.timeout))
-	defer cancelCall()
-	var earlier []string
-	for i, addr := range addrs {
-		conn, err := c.dial(addr)
-		if err != nil {
-			return fmt.Errorf("--addr %q: %w", addr, err)
-		}
-		reached, err := tryEndpoint(callCtx, conn, fn, len(addrs)-i)
-		if _, isStatus := status.FromError(err); err == nil || !isStatus {
-			conn.Close()
-			return err
-		}
-		f := failureOf(err, addr, c.timeout)
-		// Unavailable only: a rate limit (also exit 5) is not to be dodged
-		// by asking the next node.
-		if i < len(addrs)-1 && f.code == codeName(codes.Unavailable) && callCtx.Err() == nil && (!reached || !c.once) {
-			earlier = append(earlier, f.message)
-			conn.Close()
-			continue
-		}
-		explainNoLeader(ctx, f, conn)
-		c.tls.explainRefusal(ctx, f, addr)
-		conn.Close()
-		if len(earlier) > 0 && f.exit == exitRetry { // every endpoint failed
-			f.message = strings.Join(append(earlier, f.message), "; ")
-		}
-		return f
-	}
-	panic("unreachable: addrs is never empty")
-}
-
-// tryEndpoint runs fn on conn. When other endpoints are left it first
-// waits for the connection, at most its share of the time left, so a node
-// that does not answer at all (a dead host) leaves time for the next.
-// reached says whether the connection was up when fn ran.
-func tryEndpoint(ctx context.Context, conn *grpc.ClientConn, fn func(context.Context, *grpc.ClientConn) error, left int) (reached bool, err error) {
-	if left == 1 {
-		return true, fn(ctx, conn)
-	}
-	deadline, _ := ctx.Deadline()
-	share := time.Until(deadline) / time.Duration(left)
-	connectCtx, cancel := context.WithTimeout(ctx, share)
-	state := waitReady(connectCtx, conn)
-	cancel()
-	switch state {
-	case connectivity.Ready:
-		return true, fn(ctx, conn)
-	case connectivity.TransientFailure:
-		// Fails at once, with the reason the connection failed.
-		return false, fn(ctx, conn)
-	}
-	return false, status.Errorf(codes.Unavailable, "i/o timeout: no connection within %s", share.Round(time.Millisecond))
-}
-
-// waitReady connects conn and returns its state once it is up, has failed,
-// or ctx ends.
-func waitReady(ctx context.Context, conn *grpc.ClientConn) connectivity.State {
-	conn.Connect()
-	for {
-		s := conn.GetState()
-		if s == connectivity.Ready || s == connectivity.TransientFailure || s == connectivity.Shutdown {
-			return s
-		}
-		if !conn.WaitForStateChange(ctx, s) {
-			return conn.GetState()
-		}
-	}
-}
-
-// dial connects to addr with the credentials of the flags.
-func (c *clientFlags) dial(addr string) (*grpc.ClientConn, error) {
-	creds, err := c.tls.credentials()
-	if err != nil {
-		return nil, err
-	}
-	return c.dialWith(addr, creds)
-}
-
-// dialWith connects to addr over creds, sending the token flags' bearer
-// token on every call.
-func (c *clientFlags) dialWith(addr string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
-	opts, err := c.auth.dialOptions()
-	if err != nil {
-		return nil, err
-	}
-	return grpc.NewClient(addr, append(opts, grpc.WithTransportCredentials(creds))...)
+	return e.Call(ctx, fn)
 }
 
 // outcomer is an answer that is only an outcome.
@@ -320,14 +237,14 @@ func newClaimCmd() *cobra.Command {
 // no owner.
 func ownerNeeded(o idempb.Outcome, err error) bool {
 	var answered exitError
-	var failed *callError
+	var failed *client.Failure
 	switch {
 	case o == idempb.Outcome_OUTCOME_WON, err == nil:
 		return o == idempb.Outcome_OUTCOME_WON
 	case errors.As(err, &answered):
 		return false
 	case errors.As(err, &failed):
-		return failed.exit == exitRetry
+		return failed.Kind == client.KindRetry
 	}
 	return true // a local failure: the answer may have been lost
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -66,21 +67,32 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return "exit status " + strconv.Itoa(e.code) }
 
+// failureExit is the exit code of a failed call, by what can be done
+// about it.
+var failureExit = map[client.Kind]int{
+	client.KindRefused:     exitRefused,
+	client.KindInvalid:     exitUsage,
+	client.KindRetry:       exitRetry,
+	client.KindDenied:      exitDenied,
+	client.KindCursorAhead: exitCursorAhead,
+}
+
 // exitCodeOf is the exit code of what a command returned: an answer's code,
 // a failed call's, a runtime failure (1) or, for anything else, a usage
 // error (2: cobra's own parse errors, bad flag values).
 func exitCodeOf(err error) int {
 	var answered exitError
-	var failed *callError
+	var failed *client.Failure
 	var runtime runtimeError
+	var local *client.LocalError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &answered):
 		return answered.code
 	case errors.As(err, &failed):
-		return failed.exit
-	case errors.As(err, &runtime):
+		return failureExit[failed.Kind]
+	case errors.As(err, &runtime), errors.As(err, &local):
 		return exitFailed
 	}
 	return exitUsage
