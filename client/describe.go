@@ -103,17 +103,18 @@ func infoOf(st *status.Status) *errdetails.ErrorInfo {
 }
 
 // Describe says what went wrong with a call to addr that had timeout in
-// all: a Failure for a gRPC failure, or err itself when it is no status
-// (a local failure), or nil for nil.
+// all: the *Failure err holds, or one made of the gRPC status it holds, or
+// err itself when it holds neither (a local failure), or nil for nil.
 func Describe(err error, addr string, timeout time.Duration) error {
 	var f *Failure
-	if err == nil || errors.As(err, &f) {
+	if errors.As(err, &f) {
+		return f
+	}
+	var st interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &st) {
 		return err
 	}
-	if _, ok := status.FromError(err); !ok {
-		return err
-	}
-	return describe(err, addr, timeout)
+	return describe(st.GRPCStatus().Err(), addr, timeout)
 }
 
 func describe(err error, addr string, timeout time.Duration) *Failure {

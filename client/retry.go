@@ -22,7 +22,13 @@ type attemptFunc func(ctx context.Context, conn *grpc.ClientConn, wait time.Dura
 // returns the same answer if it did (claims carry the same owner, completes
 // the same token and response). waitFor > 0 is the server-side wait the
 // call asks for; retries ask for what remains of it.
+//
+// A OneShot client sends it to the listed nodes in turn instead
+// (Endpoints.Call), asking for the whole wait.
 func (c *Client) call(ctx context.Context, r route, waitFor time.Duration, attempt attemptFunc) error {
+	if c.oneShot != nil {
+		return c.oneShot.Call(ctx, func(ctx context.Context, conn *grpc.ClientConn) error { return attempt(ctx, conn, waitFor) })
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout+waitFor)

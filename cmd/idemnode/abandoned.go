@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -99,18 +98,16 @@ printed and nothing is missed or repeated (docs/API.md, "Abandoned claims").`,
 
 func (c *clientFlags) listAbandoned(ctx context.Context, after uint64) error {
 	out := abandonedList{Abandoned: []eventView{}}
-	err := c.call(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
-		out.Abandoned = out.Abandoned[:0]
-		api := idempb.NewIdempotencyClient(conn)
+	err := c.sdk(ctx, func(ctx context.Context, cl *client.Client) error {
 		for cursor := after; ; {
-			page, err := api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{Tenant: c.tenant, AfterSeq: cursor, PageSize: 1000})
+			page, next, err := cl.ListAbandoned(ctx, c.tenant, cursor, 1000)
 			if err != nil {
 				return err
 			}
-			for _, ev := range page.GetRecords() {
-				out.Abandoned = append(out.Abandoned, eventViewOf(ev))
+			for _, ev := range page {
+				out.Abandoned = append(out.Abandoned, sdkEventView(ev))
 			}
-			if cursor = page.GetNextAfterSeq(); cursor == 0 {
+			if cursor = next; cursor == 0 {
 				return nil
 			}
 		}
@@ -127,9 +124,18 @@ func (c *clientFlags) listAbandoned(ctx context.Context, after uint64) error {
 	return nil
 }
 
+// sdkEventView is eventViewOf for an event the SDK returned.
+func sdkEventView(ev client.AbandonedEvent) eventView {
+	return eventView{Seq: ev.Seq, Kind: ev.Kind, Resolution: ev.Resolution, ResolvesSeq: ev.ResolvesSeq,
+		Tenant: ev.ID.Tenant, Scope: ev.ID.Scope, Key: ev.ID.Key, Token: ev.Token, Attempt: ev.Attempt,
+		RecoveryPoint: ev.RecoveryPoint, LeaseExpiresAt: timeString(ev.LeaseExpiresAt), At: timeString(ev.At),
+		KeepUntil: timeString(ev.KeepUntil)}
+}
+
 // watchAbandoned streams the feed, moving to the next --addr (and back
-// round) when a node goes away, resuming after the last event printed.
-// It ends on SIGINT or SIGTERM (exit 0) or a refusal.
+// round) when a node goes away, resuming after the last event printed and
+// saying so on stderr (the SDK's WatchAbandoned resumes silently). It ends
+// on SIGINT or SIGTERM (exit 0) or a refusal.
 func (c *clientFlags) watchAbandoned(ctx context.Context, after uint64) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
