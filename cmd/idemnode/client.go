@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"google.golang.org/grpc"
 
 	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/rpc/idempb"
@@ -26,12 +25,9 @@ type clientFlags struct {
 	timeout time.Duration
 	// consistency of reads: linearizable or stale.
 	consistencyName string
-	// once marks a call that must not be sent to a second node after the
-	// first one received it (it is not idempotent: transfer-leadership).
-	once  bool
-	auth  clientAuth
-	tls   clientTLS
-	flags *pflag.FlagSet
+	auth            clientAuth
+	tls             clientTLS
+	flags           *pflag.FlagSet
 }
 
 // defaultTimeout bounds a call whose --timeout is not given (and that does
@@ -132,7 +128,7 @@ func (c *clientFlags) endpoints() (*client.Endpoints, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--addr %q: %w", addrs[0], err)
 	}
-	return &client.Endpoints{Addrs: addrs, TLS: tlsCfg, DialOptions: dial, Timeout: c.timeout, Once: c.once}, nil
+	return &client.Endpoints{Addrs: addrs, TLS: tlsCfg, DialOptions: dial, Timeout: c.timeout}, nil
 }
 
 // sdk runs fn with a OneShot client of --addr (the same policy as call):
@@ -149,17 +145,6 @@ func (c *clientFlags) sdk(ctx context.Context, fn func(context.Context, *client.
 	}
 	defer cl.Close()
 	return client.Describe(fn(ctx, cl), e.Addrs[0], c.timeout)
-}
-
-// call runs fn against the endpoints of --addr in order, within --timeout
-// in all (client.Endpoints): a gRPC failure comes back as a
-// *client.Failure, what fn returned otherwise as it is.
-func (c *clientFlags) call(ctx context.Context, fn func(context.Context, *grpc.ClientConn) error) error {
-	e, err := c.endpoints()
-	if err != nil {
-		return err
-	}
-	return e.Call(ctx, fn)
 }
 
 func addClientCommands(root *cobra.Command) {
@@ -180,12 +165,12 @@ func newStatusCmd() *cobra.Command {
 			if err := c.check(false); err != nil {
 				return err
 			}
-			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				out, err := idempb.NewAdminClient(conn).Status(ctx, &idempb.StatusRequest{})
+			return c.sdk(cmd.Context(), func(ctx context.Context, cl *client.Client) error {
+				st, err := cl.Status(ctx)
 				if err != nil {
 					return err
 				}
-				return c.print(statusViewOf(out), idempb.Outcome_OUTCOME_OK)
+				return c.print(statusViewOf(st), idempb.Outcome_OUTCOME_OK)
 			})
 		},
 	}

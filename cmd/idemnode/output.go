@@ -185,16 +185,14 @@ func recordResult(o client.Outcome, r *client.Record, now time.Time) recordOut {
 	return out
 }
 
-func statusViewOf(s *idempb.StatusResponse) statusView {
-	v := statusView{NodeID: s.GetNodeId(), State: s.GetState(), LeaderID: s.GetLeaderId(), LeaderAddr: s.GetLeaderAddr()}
-	// A full answer always carries the digest of the state, records or
-	// not; only the redacted one has none.
-	if s.GetDigest() == "" {
+func statusViewOf(s client.NodeStatus) statusView {
+	v := statusView{NodeID: s.NodeID, State: s.State, LeaderID: s.LeaderID, LeaderAddr: s.LeaderAddr}
+	if s.Redacted {
 		v.Redacted = []string{"term", "commit_index", "applied_index", "records", "digest", "fsm_time", "cluster_id"}
 		return v
 	}
-	v.Term, v.CommitIndex, v.AppliedIndex, v.Records = ptr(s.GetTerm()), ptr(s.GetCommitIndex()), ptr(s.GetAppliedIndex()), ptr(s.GetRecords())
-	v.Digest, v.FSMTime, v.ClusterID = ptr(s.GetDigest()), ptr(tsString(s.GetFsmTime())), ptr(s.GetClusterId())
+	v.Term, v.CommitIndex, v.AppliedIndex, v.Records = ptr(s.Term), ptr(s.CommitIndex), ptr(s.AppliedIndex), ptr(s.Records)
+	v.Digest, v.FSMTime, v.ClusterID = ptr(s.Digest), ptr(timeString(s.FSMTime)), ptr(s.ClusterID)
 	return v
 }
 

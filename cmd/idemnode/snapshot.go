@@ -7,7 +7,6 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 
 	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/cluster"
@@ -47,12 +46,8 @@ func newSnapshotSaveCmd() *cobra.Command {
 			if err := c.check(false); err != nil {
 				return err
 			}
-			e, err := c.endpoints()
-			if err != nil {
-				return err
-			}
-			return e.Call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				b, err := client.Backup(ctx, conn, args[0], e.DialLeader)
+			return c.sdk(cmd.Context(), func(ctx context.Context, cl *client.Client) error {
+				b, err := cl.Backup(ctx, args[0])
 				if err != nil {
 					return err
 				}
