@@ -105,6 +105,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.OneShot && c.TransportCredentials != nil {
 		return c, errors.New("client: a OneShot client takes Config.TLS, not TransportCredentials")
 	}
+	if c.OneShot && c.TLS != nil {
+		// The connections of the pool (leader discovery) use it too.
+		c.TransportCredentials = credentials.NewTLS(c.TLS)
+	}
 	if c.TransportCredentials == nil {
 		c.TransportCredentials = insecure.NewCredentials()
 	}
