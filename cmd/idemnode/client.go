@@ -114,7 +114,8 @@ func (c *clientFlags) waitWithin(wait time.Duration) time.Duration {
 	return max(0, min(wait, room-min(time.Second, room/4)))
 }
 
-// endpoints are the nodes of --addr with the flags' credentials.
+// endpoints are the nodes of --addr with the flags' credentials; the
+// feed's watch dials them itself (abandoned.go).
 func (c *clientFlags) endpoints() (*client.Endpoints, error) {
 	addrs, err := c.addrs()
 	if err != nil {
@@ -131,9 +132,10 @@ func (c *clientFlags) endpoints() (*client.Endpoints, error) {
 	return &client.Endpoints{Addrs: addrs, TLS: tlsCfg, DialOptions: dial, Timeout: c.timeout}, nil
 }
 
-// sdk runs fn with a OneShot client of --addr (the same policy as call):
-// a failed call's error is its *client.Failure; what fn returned
-// otherwise is returned as it is.
+// sdk runs fn with a OneShot client of --addr (client.Config.OneShot: the
+// nodes in order, each once, within --timeout): a failed call's error is
+// its *client.Failure, whatever fn returned otherwise (an answer's
+// exitError, a local failure) is returned as it is.
 func (c *clientFlags) sdk(ctx context.Context, fn func(context.Context, *client.Client) error) error {
 	e, err := c.endpoints()
 	if err != nil {
