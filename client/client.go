@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,6 +64,18 @@ type Config struct {
 	// Logger receives what Do cannot return, such as failed lease
 	// extensions; nil is slog.Default().
 	Logger *slog.Logger
+
+	// OneShot sends every call to the nodes of Addrs in order, moving on
+	// only from one that cannot be reached or answers Unavailable, all
+	// within Timeout (Endpoints), instead of finding the leader and
+	// retrying with backoff: the policy of a command-line tool, which makes
+	// one call and must say within its timeout what happened. A failed
+	// call's error then holds a *Failure (Describe). Such a client dials
+	// with TLS, not TransportCredentials, so that it can also tell why a
+	// TLS server refused it.
+	OneShot bool
+	// TLS secures a OneShot client's connections; nil is plaintext.
+	TLS *tls.Config
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -89,6 +102,13 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.OneShot && c.TransportCredentials != nil {
+		return c, errors.New("client: a OneShot client takes Config.TLS, not TransportCredentials")
+	}
+	if c.OneShot && c.TLS != nil {
+		// The connections of the pool (leader discovery) use it too.
+		c.TransportCredentials = credentials.NewTLS(c.TLS)
+	}
 	if c.TransportCredentials == nil {
 		c.TransportCredentials = insecure.NewCredentials()
 	}
@@ -113,6 +133,9 @@ type Client struct {
 	unreachable map[string]time.Time
 	closed      bool
 
+	// oneShot runs every call when Config.OneShot is set.
+	oneShot *Endpoints
+
 	// discovering is the leader discovery running now, shared by every
 	// caller (nil when none runs); guarded by mu.
 	discovering *discovery
@@ -131,8 +154,12 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	stopped, stop := context.WithCancel(context.Background())
-	return &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, unreachable: map[string]time.Time{},
-		stopped: stopped, stop: stop}, nil
+	c := &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, unreachable: map[string]time.Time{},
+		stopped: stopped, stop: stop}
+	if cfg.OneShot {
+		c.oneShot = &Endpoints{Addrs: cfg.Addrs, TLS: cfg.TLS, DialOptions: cfg.DialOptions, Timeout: cfg.Timeout}
+	}
+	return c, nil
 }
 
 // Close stops the client's background work and closes every connection.

@@ -63,6 +63,17 @@
 // certificate must name both. Without credentials the client speaks
 // plaintext, for a node started with --dev or --insecure.
 //
+// # Command-line tools
+//
+// A tool that makes one call and must say within its timeout what
+// happened (the idemnode CLI) sets Config.OneShot: every call then goes to
+// the listed nodes in order, each at most once (Endpoints), and a failure
+// is a *Failure, which says it for a person and a script (Describe). The
+// admin calls the SDK has no method for run over Endpoints directly, with
+// Backup and AwaitNewLeader; Endpoints.Once sends a call that is not
+// idempotent to one node only. The Reason constants are the ErrorInfo
+// reasons of every idemnode error, the servers' and Describe's own.
+//
 // # Advertised addresses the client cannot reach
 //
 // The leader's advertised address may not resolve or answer where the

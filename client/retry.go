@@ -12,16 +12,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// ErrorInfo reasons the SDK turns into sentinels (rpc.Reason...).
-const (
-	reasonTooManyWaits  = "TOO_MANY_WAITS"
-	reasonRateLimited   = "RATE_LIMITED"
-	reasonQuotaExceeded = "QUOTA_EXCEEDED"
-	reasonFeedPruned    = "FEED_PRUNED"
-	// reasonFeedCursorAhead: see cursorAheadOf (abandoned.go).
-	reasonFeedCursorAhead = "FEED_CURSOR_AHEAD"
-)
-
 // attemptFunc sends one attempt over conn; wait is what is left of the
 // call's wait window (0 for calls that do not wait).
 type attemptFunc func(ctx context.Context, conn *grpc.ClientConn, wait time.Duration) error
@@ -32,7 +22,13 @@ type attemptFunc func(ctx context.Context, conn *grpc.ClientConn, wait time.Dura
 // returns the same answer if it did (claims carry the same owner, completes
 // the same token and response). waitFor > 0 is the server-side wait the
 // call asks for; retries ask for what remains of it.
+//
+// A OneShot client sends it to the listed nodes in turn instead
+// (Endpoints.Call), asking for the whole wait.
 func (c *Client) call(ctx context.Context, r route, waitFor time.Duration, attempt attemptFunc) error {
+	if c.oneShot != nil {
+		return c.oneShot.Call(ctx, func(ctx context.Context, conn *grpc.ClientConn) error { return attempt(ctx, conn, waitFor) })
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout+waitFor)
@@ -110,15 +106,15 @@ func classify(err error) error {
 			continue
 		}
 		switch info.GetReason() {
-		case reasonTooManyWaits:
+		case ReasonTooManyWaits:
 			return fmt.Errorf("%w: %w", ErrTooManyWaits, err)
-		case reasonRateLimited:
+		case ReasonRateLimited:
 			return fmt.Errorf("%w: %w", ErrRateLimited, err)
-		case reasonQuotaExceeded:
+		case ReasonQuotaExceeded:
 			return fmt.Errorf("%w: %w", ErrQuotaExceeded, err)
-		case reasonFeedPruned:
+		case ReasonFeedPruned:
 			return fmt.Errorf("%w: %w", ErrFeedPruned, err)
-		case reasonFeedCursorAhead:
+		case ReasonFeedCursorAhead:
 			return cursorAheadOf(info, err)
 		}
 	}

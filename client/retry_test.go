@@ -59,7 +59,7 @@ func TestRetryable(t *testing.T) {
 }
 
 func TestClassifyTooManyWaits(t *testing.T) {
-	st, err := status.New(codes.ResourceExhausted, "too many waits").WithDetails(&errdetails.ErrorInfo{Reason: reasonTooManyWaits, Domain: "idemnode.io"})
+	st, err := status.New(codes.ResourceExhausted, "too many waits").WithDetails(&errdetails.ErrorInfo{Reason: ReasonTooManyWaits, Domain: "idemnode.io"})
 	if err != nil {
 		t.Fatal(err)
 	}

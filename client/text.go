@@ -39,7 +39,7 @@ func textFields(pairs ...string) error {
 		}
 		field := pairs[i]
 		st := status.New(codes.InvalidArgument, field+": not valid UTF-8 (limit: valid UTF-8)")
-		if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: "INVALID_FIELD", Domain: "idemnode.io",
+		if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonInvalidField, Domain: ErrorDomain,
 			Metadata: map[string]string{"field": field, "limit": "valid UTF-8"}}); err == nil {
 			st = d
 		}

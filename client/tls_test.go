@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -33,5 +34,21 @@ func TestTLS(t *testing.T) {
 	defer cancel()
 	if _, err := plain.Get(ctx, newID()); err == nil {
 		t.Fatal("a plaintext client was answered by a TLS cluster")
+	}
+
+	// A OneShot client dials with Config.TLS, and says why a server
+	// refused it: with TLS 1.3 the refusal of a missing certificate comes
+	// after the handshake, as a cut connection, until Endpoints asks again.
+	oneShot := newClient(t, c, func(cfg *client.Config) { cfg.OneShot, cfg.TLS = true, sec.ClientTLS(t) })
+	if res, err := oneShot.Claim(testCtx(t), newID(), []byte("fp")); err != nil || res.Outcome != client.OutcomeWon {
+		t.Fatalf("OneShot claim over TLS = %+v, %v", res, err)
+	}
+	noCert := sec.ClientTLS(t)
+	noCert.Certificates = nil
+	refused := newClient(t, c, func(cfg *client.Config) { cfg.OneShot, cfg.TLS, cfg.Timeout = true, noCert, 3*time.Second })
+	_, err = refused.Get(testCtx(t), newID())
+	var f *client.Failure
+	if !errors.As(err, &f) || f.Reason != client.ReasonClientCertRequired || f.Kind != client.KindDenied {
+		t.Errorf("OneShot get without a client certificate: %v (%+v); want CLIENT_CERT_REQUIRED", err, f)
 	}
 }

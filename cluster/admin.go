@@ -39,10 +39,15 @@ func (n *Node) Members() (Membership, error) {
 
 // RemoveMember removes a server that is gone (dead in gossip, or never
 // seen) from the Raft configuration. Only the leader can; a live server is
-// refused, since reconciliation would add it straight back.
+// refused, since reconciliation would add it straight back, and so is an
+// id the configuration does not hold (ErrUnknownServer): raft would accept
+// it as a no-op, and a mistyped id would look removed.
 func (n *Node) RemoveMember(ctx context.Context, id string) error {
 	if n.raft.State() != raft.Leader {
 		return ErrNotLeader
+	}
+	if _, err := n.raftAddrOf(id); err != nil {
+		return fmt.Errorf("%w (the Raft servers are those `idemnode members` lists)", err)
 	}
 	if n.members != nil {
 		if m, ok := n.members.member(id); ok && m.State == "alive" {

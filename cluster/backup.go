@@ -73,6 +73,11 @@ func RestoreBackup(dataDir, nodeID, raftAddr string, backup io.Reader) (BackupIn
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return BackupInfo{}, fmt.Errorf("create data dir: %w", err)
 	}
+	dirLock, err := lockDataDir(dataDir)
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	defer dirLock.Close()
 	logs, err := openStores(dataDir, DefaultLogSegmentSize, slog.Default())
 	if err != nil {
 		return BackupInfo{}, err

@@ -317,3 +317,22 @@ func TestOpenRefusesBelowFreeSpaceReserve(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOpenRefusesDataDirInUse: a second node on a data dir a node runs on
+// is refused at once, saying the dir is in use, not with the kernel's
+// "resource temporarily unavailable" from a store deep inside; once the
+// first closes, the dir opens again.
+func TestOpenRefusesDataDirInUse(t *testing.T) {
+	t.Parallel()
+	cfg := soloConfig(t.TempDir(), "127.0.0.1") // port 0: no address to share
+	first := openSolo(t, cfg)
+	_, err := cluster.Open(cfg)
+	if !errors.Is(err, cluster.ErrDataDirInUse) || !strings.Contains(err.Error(), "data dir in use: "+cfg.DataDir) {
+		t.Fatalf("second node on the data dir: %v; want ErrDataDirInUse naming the dir", err)
+	}
+	t.Log(err)
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	openSolo(t, cfg).Close()
+}

@@ -27,6 +27,9 @@ var (
 	// ErrDataDir means the data dir does not take writes (read-only, full,
 	// no permission): the node refuses to start on it.
 	ErrDataDir = errors.New("data dir unusable")
+	// ErrDataDirInUse means another process (another node) runs on the
+	// data dir: two nodes on one dir would corrupt it.
+	ErrDataDirInUse = errors.New("data dir in use")
 	// ErrCorrupt means the log or a snapshot in the data dir does not read
 	// back as written. The node refuses to start rather than serve state
 	// that differs from its peers'; the remedy is to wipe the data dir and

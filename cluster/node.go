@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -58,6 +59,10 @@ type Node struct {
 	// (Unix ns; upgrade.go).
 	withheldWarned atomic.Int64
 
+	// dirLock holds the data dir for this process (datadirlock.go) until
+	// closeStores.
+	dirLock io.Closer
+
 	// fatal receives the fault the node cannot run past (Fatal).
 	fatal chan error
 	// refusals reports Raft connections refused for another cluster.
@@ -81,15 +86,21 @@ func Open(cfg Config) (*Node, error) {
 	if err := probeDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	dirLock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkFreeSpace(cfg.DataDir, cfg.StoreMemTableSize, cfg.LogSegmentSize); err != nil {
+		dirLock.Close()
 		return nil, err
 	}
 	log := cfg.Logger.With("node", cfg.NodeID)
 	machine, err := openMachine(cfg, log)
 	if err != nil {
+		dirLock.Close()
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: log, fsm: newTrackedFSM(machine), opened: time.Now(),
+	n := &Node{cfg: cfg, log: log, fsm: newTrackedFSM(machine), opened: time.Now(), dirLock: dirLock,
 		leaderNotify: make(chan bool, 16), commits: newCommitter(), stop: make(chan struct{}), fatal: make(chan error, 1)}
 	n.refusals.log = log
 	n.snaps = newStoreSnapshots(n.Machine)
@@ -313,6 +324,9 @@ func (n *Node) closeStores() error {
 		errs = append(errs, n.stores.Close())
 	}
 	errs = append(errs, n.fsm.Machine.Close())
+	// Last: the data dir is free for another process once nothing of
+	// this node has a file in it open.
+	errs = append(errs, n.dirLock.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close stores: %w", err)
 	}

@@ -314,6 +314,9 @@ func removeMember(ctx context.Context, admin idempb.AdminClient, id string) erro
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := admin.RemoveMember(rctx, &idempb.RemoveMemberRequest{Id: id})
 		cancel()
+		if status.Code(err) == codes.NotFound {
+			return nil // not in the configuration: already removed (--dead-server-cleanup)
+		}
 		if status.Code(err) != codes.FailedPrecondition || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
 		}

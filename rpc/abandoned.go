@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
+	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/rpc/idempb"
@@ -22,9 +23,9 @@ import (
 
 const (
 	// ReasonFeedPruned refuses a cursor whose next events were pruned.
-	ReasonFeedPruned = "FEED_PRUNED"
+	ReasonFeedPruned = client.ReasonFeedPruned
 	// ReasonFeedCursorAhead refuses a cursor past the cluster's last event.
-	ReasonFeedCursorAhead = "FEED_CURSOR_AHEAD"
+	ReasonFeedCursorAhead = client.ReasonFeedCursorAhead
 	// allTenants names every tenant in a feed request (admin identities).
 	allTenants = "*"
 	// feedBatch bounds the events one stream message carries.

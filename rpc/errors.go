@@ -14,33 +14,35 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/cluster"
 )
 
 // ErrorDomain is the ErrorInfo domain of every error idemnode returns.
-const ErrorDomain = "idemnode.io"
+const ErrorDomain = client.ErrorDomain
 
-// Machine-readable reasons carried in errdetails.ErrorInfo.
+// Machine-readable reasons carried in errdetails.ErrorInfo. They are the
+// SDK's (client/reasons.go), spelled once for servers and clients.
 const (
-	ReasonInvalidField   = "INVALID_FIELD"
-	ReasonNotLeader      = "NOT_LEADER"
-	ReasonNoLeader       = "NO_LEADER"
-	ReasonLeadershipLost = "LEADERSHIP_LOST"
-	ReasonShuttingDown   = "SHUTTING_DOWN"
-	ReasonCommitTimeout  = "COMMIT_TIMEOUT"
+	ReasonInvalidField   = client.ReasonInvalidField
+	ReasonNotLeader      = client.ReasonNotLeader
+	ReasonNoLeader       = client.ReasonNoLeader
+	ReasonLeadershipLost = client.ReasonLeadershipLost
+	ReasonShuttingDown   = client.ReasonShuttingDown
+	ReasonCommitTimeout  = client.ReasonCommitTimeout
 	// ReasonClusterUpgrading: a voter runs a release that cannot apply
 	// the call's command (FailedPrecondition); retry after the upgrade.
-	ReasonClusterUpgrading = "CLUSTER_UPGRADING"
-	ReasonTooManyWaits     = "TOO_MANY_WAITS"
-	ReasonInternal         = "INTERNAL"
+	ReasonClusterUpgrading = client.ReasonClusterUpgrading
+	ReasonTooManyWaits     = client.ReasonTooManyWaits
+	ReasonInternal         = client.ReasonInternal
 	// Authentication and authorization (auth.go).
-	ReasonUnauthenticated = "UNAUTHENTICATED"
-	ReasonTenantMismatch  = "TENANT_MISMATCH"
-	ReasonAdminRequired   = "ADMIN_REQUIRED"
-	ReasonPeerRequired    = "PEER_REQUIRED"
+	ReasonUnauthenticated = client.ReasonUnauthenticated
+	ReasonTenantMismatch  = client.ReasonTenantMismatch
+	ReasonAdminRequired   = client.ReasonAdminRequired
+	ReasonPeerRequired    = client.ReasonPeerRequired
 	// Limits of a tenant (ratelimit.go, quota.go); both carry a RetryInfo.
-	ReasonRateLimited   = "RATE_LIMITED"
-	ReasonQuotaExceeded = "QUOTA_EXCEEDED"
+	ReasonRateLimited   = client.ReasonRateLimited
+	ReasonQuotaExceeded = client.ReasonQuotaExceeded
 )
 
 // invalidField is a violation of an input limit.

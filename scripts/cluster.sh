@@ -8,7 +8,7 @@
 #   scripts/cluster.sh start I     start node I again on its data dir, with its command line
 #   scripts/cluster.sh down        stop exactly the processes `up` and `start` started
 # stop, kill and start are for trying failover by hand, e.g.
-#   scripts/cluster.sh kill 1; ./idemnode claim --addr 127.0.0.11:7400,127.0.0.12:7400 --key k
+#   scripts/cluster.sh kill 1; ./idemnode claim --addr 127.0.0.11:7400,127.0.0.12:7400 --key k --fingerprint 01
 # Data and logs live under ./idemnode-cluster/ (IDEMNODE_CLUSTER_DIR overrides).
 # IDEMNODE_SERVE_ARGS adds flags to every node's serve command line, e.g.
 #   IDEMNODE_SERVE_ARGS="--tenant-max-keys 100000" scripts/cluster.sh up

@@ -11,12 +11,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/idemnode/idemnode/rpc"
+	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -100,21 +98,16 @@ printed and nothing is missed or repeated (docs/API.md, "Abandoned claims").`,
 
 func (c *clientFlags) listAbandoned(ctx context.Context, after uint64) error {
 	out := abandonedList{Abandoned: []eventView{}}
-	err := c.call(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
-		out.Abandoned = out.Abandoned[:0]
-		api := idempb.NewIdempotencyClient(conn)
+	err := c.sdk(ctx, func(ctx context.Context, cl *client.Client) error {
 		for cursor := after; ; {
-			page, err := api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{Tenant: c.tenant, AfterSeq: cursor, PageSize: 1000})
-			if ahead := cursorAhead(err); ahead != nil {
-				return ahead
-			}
+			page, next, err := cl.ListAbandoned(ctx, c.tenant, cursor, 1000)
 			if err != nil {
 				return err
 			}
-			for _, ev := range page.GetRecords() {
-				out.Abandoned = append(out.Abandoned, eventViewOf(ev))
+			for _, ev := range page {
+				out.Abandoned = append(out.Abandoned, sdkEventView(ev))
 			}
-			if cursor = page.GetNextAfterSeq(); cursor == 0 {
+			if cursor = next; cursor == 0 {
 				return nil
 			}
 		}
@@ -131,28 +124,34 @@ func (c *clientFlags) listAbandoned(ctx context.Context, after uint64) error {
 	return nil
 }
 
+// sdkEventView is eventViewOf for an event the SDK returned.
+func sdkEventView(ev client.AbandonedEvent) eventView {
+	return eventView{Seq: ev.Seq, Kind: ev.Kind, Resolution: ev.Resolution, ResolvesSeq: ev.ResolvesSeq,
+		Tenant: ev.ID.Tenant, Scope: ev.ID.Scope, Key: ev.ID.Key, Token: ev.Token, Attempt: ev.Attempt,
+		RecoveryPoint: ev.RecoveryPoint, LeaseExpiresAt: timeString(ev.LeaseExpiresAt), At: timeString(ev.At),
+		KeepUntil: timeString(ev.KeepUntil)}
+}
+
 // watchAbandoned streams the feed, moving to the next --addr (and back
-// round) when a node goes away, resuming after the last event printed.
-// It ends on SIGINT or SIGTERM (exit 0) or a refusal.
+// round) when a node goes away, resuming after the last event printed and
+// saying so on stderr (the SDK's WatchAbandoned resumes silently). It ends
+// on SIGINT or SIGTERM (exit 0) or a refusal.
 func (c *clientFlags) watchAbandoned(ctx context.Context, after uint64) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	addrs, err := c.addrs()
+	e, err := c.endpoints()
 	if err != nil {
 		return err
 	}
 	cursor := after
 	for i := 0; ; i++ {
-		addr := addrs[i%len(addrs)]
-		err := c.watchFrom(ctx, addr, &cursor)
+		addr := e.Addrs[i%len(e.Addrs)]
+		err := c.watchFrom(ctx, e, addr, &cursor)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if ahead := cursorAhead(err); ahead != nil {
-			return ahead
-		}
 		if st, _ := status.FromError(err); st.Code() != codes.Unavailable && st.Code() != codes.Canceled {
-			return failureOf(err, addr, c.timeout)
+			return client.Describe(err, addr, c.timeout)
 		}
 		fmt.Fprintf(os.Stderr, "idemnode: %s: %v; resuming after seq %d\n", addr, status.Convert(err).Message(), cursor)
 		select {
@@ -163,8 +162,8 @@ func (c *clientFlags) watchAbandoned(ctx context.Context, after uint64) error {
 	}
 }
 
-func (c *clientFlags) watchFrom(ctx context.Context, addr string, cursor *uint64) error {
-	conn, err := c.dial(addr)
+func (c *clientFlags) watchFrom(ctx context.Context, e *client.Endpoints, addr string, cursor *uint64) error {
+	conn, err := e.Dial(addr)
 	if err != nil {
 		return fmt.Errorf("--addr %q: %w", addr, err)
 	}
@@ -196,28 +195,6 @@ func (c *clientFlags) watchFrom(ctx context.Context, addr string, cursor *uint64
 		}
 		*cursor = max(*cursor, msg.GetCaughtUpSeq())
 	}
-}
-
-// cursorAhead says what a FEED_CURSOR_AHEAD refusal means and what to do,
-// with exit 7; nil for any other error. Retrying the same --after never
-// helps: the cluster lacks the events it counted.
-func cursorAhead(err error) *callError {
-	st := status.Convert(err)
-	if reasonOf(st) != rpc.ReasonFeedCursorAhead {
-		return nil
-	}
-	var meta map[string]string
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			meta = info.GetMetadata()
-		}
-	}
-	last := meta["last_seq"]
-	return &callError{exit: exitCursorAhead, code: codeName(st.Code()), reason: rpc.ReasonFeedCursorAhead,
-		message: fmt.Sprintf("--after %s is ahead of the cluster's abandoned feed, whose last event is %s: the cluster "+
-			"was restored from an older backup (or is another cluster) and lacks the events after %s that --after "+
-			"counted; reconcile the records abandoned now (idemnode abandoned), then watch with --after %s",
-			meta["cursor"], last, last, last)}
 }
 
 func printEventText(ev eventView) {

@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 
+	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -44,8 +42,8 @@ func newMembersCmd() *cobra.Command {
 			if err := c.check(false); err != nil {
 				return err
 			}
-			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				out, err := idempb.NewAdminClient(conn).Members(ctx, &idempb.MembersRequest{})
+			return c.sdk(cmd.Context(), func(ctx context.Context, cl *client.Client) error {
+				out, err := cl.Members(ctx)
 				if err != nil {
 					return err
 				}
@@ -57,14 +55,14 @@ func newMembersCmd() *cobra.Command {
 	return cmd
 }
 
-func (c *clientFlags) printMembers(out *idempb.MembersResponse) error {
+func (c *clientFlags) printMembers(out client.Membership) error {
 	v := membersView{Members: []memberView{}, Servers: []serverView{}}
-	for _, m := range out.GetMembers() {
-		v.Members = append(v.Members, memberView{ID: m.GetId(), State: m.GetState(), Gossip: m.GetGossipAddr(),
-			Raft: m.GetRaftAddr(), GRPC: m.GetGrpcAddr(), Cluster: m.GetClusterId()})
+	for _, m := range out.Members {
+		v.Members = append(v.Members, memberView{ID: m.ID, State: m.State, Gossip: m.GossipAddr,
+			Raft: m.RaftAddr, GRPC: m.GRPCAddr, Cluster: m.ClusterID})
 	}
-	for _, s := range out.GetServers() {
-		v.Servers = append(v.Servers, serverView{ID: s.GetId(), Address: s.GetAddress(), Voter: s.GetVoter()})
+	for _, s := range out.Servers {
+		v.Servers = append(v.Servers, serverView{ID: s.ID, Address: s.Address, Voter: s.Voter})
 	}
 	if c.output == "json" {
 		return c.print(v, idempb.Outcome_OUTCOME_OK)
@@ -85,7 +83,7 @@ func (c *clientFlags) printMembers(out *idempb.MembersResponse) error {
 }
 
 func newRemoveMemberCmd() *cobra.Command {
-	c := clientFlags{once: true}
+	var c clientFlags
 	cmd := &cobra.Command{
 		Use:     "remove-member ID",
 		Short:   "Remove a server from the Raft configuration",
@@ -95,8 +93,8 @@ func newRemoveMemberCmd() *cobra.Command {
 			if err := c.check(false); err != nil {
 				return err
 			}
-			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				if _, err := idempb.NewAdminClient(conn).RemoveMember(ctx, &idempb.RemoveMemberRequest{Id: args[0]}); err != nil {
+			return c.sdk(cmd.Context(), func(ctx context.Context, cl *client.Client) error {
+				if err := cl.RemoveMember(ctx, args[0]); err != nil {
 					return err
 				}
 				return c.print(outcomeView{Outcome: "ok"}, idempb.Outcome_OUTCOME_OK)
@@ -115,7 +113,7 @@ type transferView struct {
 }
 
 func newTransferLeadershipCmd() *cobra.Command {
-	c := clientFlags{once: true}
+	var c clientFlags
 	var to string
 	cmd := &cobra.Command{
 		Use:   "transfer-leadership",
@@ -127,44 +125,16 @@ func newTransferLeadershipCmd() *cobra.Command {
 			if err := c.check(false); err != nil {
 				return err
 			}
-			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				admin := idempb.NewAdminClient(conn)
-				before, err := admin.Status(ctx, &idempb.StatusRequest{})
+			return c.sdk(cmd.Context(), func(ctx context.Context, cl *client.Client) error {
+				st, err := cl.TransferLeadership(ctx, to)
 				if err != nil {
 					return err
 				}
-				if _, err := admin.TransferLeadership(ctx, &idempb.TransferLeadershipRequest{Id: to}); err != nil {
-					return err
-				}
-				st, err := awaitNewLeader(ctx, admin, before.GetLeaderId(), to)
-				if err != nil {
-					return err
-				}
-				return c.print(transferView{Outcome: "ok", LeaderID: st.GetLeaderId(), LeaderAddr: st.GetLeaderAddr()}, idempb.Outcome_OUTCOME_OK)
+				return c.print(transferView{Outcome: "ok", LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr}, idempb.Outcome_OUTCOME_OK)
 			})
 		},
 	}
 	c.register(cmd, false)
 	cmd.Flags().StringVar(&to, "to", "", "id of the new leader")
 	return cmd
-}
-
-// awaitNewLeader asks the node until it knows a leader other than old (the
-// one named by to, if given): the transfer returns once the old leader has
-// stepped down, a moment before the node hears of the new one.
-func awaitNewLeader(ctx context.Context, admin idempb.AdminClient, old, to string) (*idempb.StatusResponse, error) {
-	for {
-		st, err := admin.Status(ctx, &idempb.StatusRequest{})
-		if err != nil {
-			return nil, err
-		}
-		if id := st.GetLeaderId(); id != "" && id != old && (to == "" || id == to) {
-			return st, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }

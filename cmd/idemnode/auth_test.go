@@ -83,7 +83,7 @@ func TestServeWithAuth(t *testing.T) {
 		t.Fatalf("get without a token: exit %d, stderr %q", code, stderr)
 	}
 	var won claimJSON
-	s.cliJSON(0, &won, append([]string{"claim", "--auth-token", acme}, id...)...)
+	s.cliJSON(0, &won, append([]string{"claim", "--no-fingerprint", "--auth-token", acme}, id...)...)
 	var got recordJSON
 	s.cliJSON(0, &got, append([]string{"get", "--auth-token", acme, "--tenant", "acme"}, id...)...)
 	if won.Outcome != "won" || got.Record == nil || got.Record.Token != won.Token {
@@ -93,8 +93,8 @@ func TestServeWithAuth(t *testing.T) {
 		!strings.Contains(stderr, "idemnode: permission denied: ") {
 		t.Fatalf("get naming another tenant: exit %d, stderr %q", code, stderr)
 	}
-	s.cliJSON(0, &won, "claim", "--auth-token", acme, "--key", "k2")
-	if _, stderr, code := cli(t, "claim", "--addr", s.grpc, "--auth-token", acme, "--key", "k3"); code != exitDenied ||
+	s.cliJSON(0, &won, "claim", "--no-fingerprint", "--auth-token", acme, "--key", "k2")
+	if _, stderr, code := cli(t, "claim", "--no-fingerprint", "--addr", s.grpc, "--auth-token", acme, "--key", "k3"); code != exitDenied ||
 		!strings.Contains(stderr, "idemnode: quota exceeded: ") || !strings.Contains(stderr, "quota of 2") {
 		t.Fatalf("a claim past the key quota: exit %d, stderr %q", code, stderr)
 	}

@@ -13,11 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/idemnode/idemnode/internal/testutil"
-	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
 // TestCLIUsageErrors: bad flags and input the server refused as invalid
@@ -36,8 +32,8 @@ func TestCLIUsageErrors(t *testing.T) {
 		{"bad output format", []string{"claim", "--addr", s.grpc, "--key", "k", "-o", "yaml"}, "-o must be text or json"},
 		{"fingerprint not hex", []string{"claim", "--addr", s.grpc, "--key", "k", "--fingerprint", "xyz"}, "--fingerprint is not hex"},
 		{"malformed header", []string{"complete", "--addr", s.grpc, "--key", "k", "--token", "1", "--header", "no colon"}, "--header"},
-		{"key too long", []string{"claim", "--addr", s.grpc, "--key", strings.Repeat("k", 256)}, "invalid input: id.key"},
-		{"lease too short", []string{"claim", "--addr", s.grpc, "--key", "k", "--lease", "10ms"}, "lease"},
+		{"key too long", []string{"claim", "--no-fingerprint", "--addr", s.grpc, "--key", strings.Repeat("k", 256)}, "invalid input: id.key"},
+		{"lease too short", []string{"claim", "--no-fingerprint", "--addr", s.grpc, "--key", "k", "--lease", "10ms"}, "lease"},
 		{"token missing", []string{"complete", "--addr", s.grpc, "--key", "k"}, "token"},
 		{"addr without port", []string{"status", "--addr", s.grpc + ",localhost"}, "want host:port"},
 		{"wait not positive", []string{"wait", "--addr", s.grpc, "--key", "k", "--wait", "0s"}, "--wait must be positive"},
@@ -104,10 +100,15 @@ func TestCLIExitCodeTable(t *testing.T) {
 		{"release of an absent key", s, op("release", "held", "--token", fmt.Sprint(held.Token)), exitOK, `{"outcome":"ok"}`},
 		{"wait: the record is gone", s, op("wait", "held", "--wait", "1s"), exitRefused, `{"outcome":"not_found"}`},
 		{"invalid input", s, op("get", strings.Repeat("k", 256)), exitUsage, `{"error":{"code":"INVALID_ARGUMENT","reason":"INVALID_FIELD",`},
-		{"quota: first key", limited, op("claim", "q1"), exitOK, `{"outcome":"won"`},
-		{"quota exceeded", limited, op("claim", "q2"), exitDenied, `{"error":{"code":"RESOURCE_EXHAUSTED","reason":"QUOTA_EXCEEDED",`},
-		{"rate-limited", limited, op("claim", "q3"), exitRetry, `{"error":{"code":"RESOURCE_EXHAUSTED","reason":"RATE_LIMITED",`},
+		{"quota: first key", limited, op("claim", "q1", "--no-fingerprint"), exitOK, `{"outcome":"won"`},
+		{"quota exceeded", limited, op("claim", "q2", "--no-fingerprint"), exitDenied, `{"error":{"code":"RESOURCE_EXHAUSTED","reason":"QUOTA_EXCEEDED",`},
+		{"rate-limited", limited, op("claim", "q3", "--no-fingerprint"), exitRetry, `{"error":{"code":"RESOURCE_EXHAUSTED","reason":"RATE_LIMITED",`},
 		{"unreachable", &server{grpc: testutil.FreeAddr(t)}, []string{"status"}, exitRetry, `{"error":{"code":"UNAVAILABLE","reason":"CONNECTION_REFUSED",`},
+		// Without a fingerprint a different request under the key would be
+		// answered from the record: said, not claimed.
+		{"claim without a fingerprint", s, op("claim", "nofp"), exitUsage, `{"error":{"code":"INVALID_ARGUMENT","reason":"USAGE","message":"claim needs --fingerprint`},
+		{"claim with --no-fingerprint", s, op("claim", "nofp", "--no-fingerprint"), exitOK, `{"outcome":"won"`},
+		{"remove-member of an unknown node", s, []string{"remove-member", "nosuch"}, exitRefused, `{"error":{"code":"NOT_FOUND",`},
 	}
 	for _, tc := range rows {
 		args := append(tc.args, "--addr", tc.srv.grpc, "-o", "json")
@@ -118,7 +119,7 @@ func TestCLIExitCodeTable(t *testing.T) {
 		}
 	}
 	// A rate limit is not dodged by asking the next node of --addr.
-	if stdout, _, code := cli(t, op("claim", "q4", "--addr", limited.grpc+","+s.grpc, "-o", "json")...); code != exitRetry || !strings.Contains(stdout, `"RATE_LIMITED"`) {
+	if stdout, _, code := cli(t, op("claim", "q4", "--no-fingerprint", "--addr", limited.grpc+","+s.grpc, "-o", "json")...); code != exitRetry || !strings.Contains(stdout, `"RATE_LIMITED"`) {
 		t.Errorf("a rate-limited claim with another node in --addr: exit %d, stdout %q; want 5, RATE_LIMITED", code, stdout)
 	}
 	// Text output says the same, with the same code.
@@ -128,11 +129,13 @@ func TestCLIExitCodeTable(t *testing.T) {
 }
 
 // TestCLIClaimPrintsGeneratedOwner: a claim without --owner says on stderr
-// the owner it generated, so a retry after a timeout gets its claim back.
+// the owner it generated when a retry of this claim may need it (it won,
+// or its answer is unknown), so a retry after a timeout gets its claim
+// back; a replay or a refusal, which no retry of it changes, says nothing.
 func TestCLIClaimPrintsGeneratedOwner(t *testing.T) {
 	t.Parallel()
 	s := mustServer(t)
-	stdout, stderr, code := cli(t, "claim", "--addr", s.grpc, "--key", "k", "-o", "json")
+	stdout, stderr, code := cli(t, "claim", "--no-fingerprint", "--addr", s.grpc, "--key", "k", "-o", "json")
 	var won claimJSON
 	if err := json.Unmarshal([]byte(stdout), &won); err != nil || code != exitOK || won.Owner == "" {
 		t.Fatalf("claim: exit %d, stdout %q (%v)", code, stdout, err)
@@ -141,12 +144,25 @@ func TestCLIClaimPrintsGeneratedOwner(t *testing.T) {
 		t.Fatalf("claim's stderr %q does not name the generated owner %s", stderr, won.Owner)
 	}
 	var again claimJSON
-	s.cliJSON(exitOK, &again, "claim", "--key", "k", "--owner", won.Owner)
+	s.cliJSON(exitOK, &again, "claim", "--no-fingerprint", "--key", "k", "--owner", won.Owner)
 	if again.Token != won.Token {
 		t.Errorf("the claim retried with the printed owner = %+v, want won with token %d", again, won.Token)
 	}
-	if _, stderr, _ := cli(t, "claim", "--addr", s.grpc, "--key", "k2", "--owner", "mine"); stderr != "" {
+	if _, stderr, _ := cli(t, "claim", "--no-fingerprint", "--addr", s.grpc, "--key", "k2", "--owner", "mine"); stderr != "" {
 		t.Errorf("a claim with --owner writes %q on stderr, want nothing", stderr)
+	}
+	// Held elsewhere, then completed: answers of the record, no owner.
+	if stdout, stderr, code := cli(t, "claim", "--no-fingerprint", "--addr", s.grpc, "--key", "k", "-o", "json"); code != exitHeld || stderr != "" {
+		t.Errorf("in_progress claim: exit %d, stdout %q, stderr %q; want exit 3 and nothing on stderr", code, stdout, stderr)
+	}
+	s.cliJSON(exitOK, &again, "complete", "--key", "k", "--token", fmt.Sprint(won.Token))
+	if stdout, stderr, code := cli(t, "claim", "--no-fingerprint", "--addr", s.grpc, "--key", "k", "-o", "json"); code != exitCompleted || stderr != "" {
+		t.Errorf("completed replay: exit %d, stdout %q, stderr %q; want exit 4 and nothing on stderr", code, stdout, stderr)
+	}
+	// Unavailable: the retry needs the owner.
+	stdout, stderr, code = cli(t, "claim", "--no-fingerprint", "--addr", testutil.FreeAddr(t), "--key", "k3", "-o", "json")
+	if code != exitRetry || !strings.Contains(stderr, "claim owner ") || !strings.Contains(stderr, "--owner ") {
+		t.Errorf("unavailable claim: exit %d, stdout %q, stderr %q; want exit 5 and the generated owner on stderr", code, stdout, stderr)
 	}
 }
 
@@ -157,10 +173,10 @@ func TestCLITimeoutBoundsWait(t *testing.T) {
 	t.Parallel()
 	s := mustServer(t)
 	var holder claimJSON
-	s.cliJSON(exitOK, &holder, "claim", "--key", "k")
+	s.cliJSON(exitOK, &holder, "claim", "--no-fingerprint", "--key", "k")
 	for _, args := range [][]string{
 		{"wait", "--key", "k", "--wait", "20s", "--timeout", "2s"},
-		{"claim", "--key", "k", "--wait", "20s", "--timeout", "2s"},
+		{"claim", "--no-fingerprint", "--key", "k", "--wait", "20s", "--timeout", "2s"},
 	} {
 		start := time.Now()
 		stdout, stderr, code := cli(t, append(args, "--addr", s.grpc, "-o", "json")...)
@@ -183,7 +199,7 @@ func TestCLIManyEndpoints(t *testing.T) {
 	t.Parallel()
 	s := mustServer(t)
 	dead, dead2 := testutil.FreeAddr(t), testutil.FreeAddr(t)
-	stdout, stderr, code := cli(t, "claim", "--addr", dead+","+s.grpc, "--key", "k", "--owner", "o", "-o", "json")
+	stdout, stderr, code := cli(t, "claim", "--no-fingerprint", "--addr", dead+","+s.grpc, "--key", "k", "--owner", "o", "-o", "json")
 	if code != exitOK || !strings.HasPrefix(stdout, `{"outcome":"won"`) {
 		t.Fatalf("claim with a dead first endpoint: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
@@ -231,74 +247,10 @@ func TestCLIErrorsForHumans(t *testing.T) {
 		return code == exitOK
 	})
 	start := time.Now()
-	_, stderr, code = cli(t, "claim", "--addr", lonely, "--key", "k", "--owner", "o", "--timeout", "2s")
+	_, stderr, code = cli(t, "claim", "--no-fingerprint", "--addr", lonely, "--key", "k", "--owner", "o", "--timeout", "2s")
 	if took := time.Since(start); code != exitRetry || took > 3*time.Second ||
 		!strings.Contains(stderr, "no leader: the cluster has not formed yet") {
 		t.Errorf("claim without a leader: exit %d after %s, stderr %q; want exit 5 within 2s, saying there is no leader", code, took, stderr)
-	}
-}
-
-// TestFailureOf: gRPC's transport text becomes words and an exit code.
-func TestFailureOf(t *testing.T) {
-	t.Parallel()
-	const addr = "127.0.0.11:7400"
-	for _, tc := range []struct {
-		err     error
-		exit    int
-		reason  string
-		message string
-	}{
-		{status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.11:7400: connect: connection refused"`),
-			exitRetry, reasonConnectionRefused, "connection refused at 127.0.0.11:7400"},
-		{status.Error(codes.Unavailable, `connection error: desc = "transport: failed to write client preface: write tcp 127.0.0.1:1->127.0.0.11:7400: write: broken pipe"`),
-			exitRetry, reasonConnectionLost, "the connection to 127.0.0.11:7400 was cut during the call (safe to retry)"},
-		{status.Error(codes.Internal, "stream terminated by RST_STREAM with error code: PROTOCOL_ERROR"),
-			exitRetry, reasonConnectionLost, "the connection to 127.0.0.11:7400 was cut during the call (safe to retry)"},
-		{status.Error(codes.Unavailable, `connection error: desc = "error reading server preface: remote error: tls: certificate required"`),
-			exitDenied, reasonClientCertRequired, "the server requires a client certificate (--tls-cert, --tls-key)"},
-		{status.Error(codes.Unavailable, `connection error: desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"`),
-			exitUsage, reasonServerCertUnknown, "cannot verify the certificate of 127.0.0.11:7400: x509: certificate signed by unknown authority (--tls-ca, --tls-server-name)"},
-		{status.Error(codes.DeadlineExceeded, "context deadline exceeded"),
-			exitRetry, reasonTimeout, "timed out after 2s waiting for 127.0.0.11:7400 (safe to retry)"},
-		{status.Error(codes.PermissionDenied, "this call needs an admin identity"),
-			exitDenied, "", "permission denied: this call needs an admin identity"},
-		{status.Error(codes.Unauthenticated, "no credentials"),
-			exitDenied, "", "not authenticated: no credentials (--auth-token or --auth-token-file)"},
-		{status.Error(codes.FailedPrecondition, "node3 is alive"), exitRefused, "", "node3 is alive"},
-	} {
-		got := failureOf(tc.err, addr, 2*time.Second)
-		if got.exit != tc.exit || got.reason != tc.reason || got.message != tc.message {
-			t.Errorf("failureOf(%v) = exit %d reason %q message %q\nwant exit %d reason %q message %q",
-				tc.err, got.exit, got.reason, got.message, tc.exit, tc.reason, tc.message)
-		}
-	}
-}
-
-// TestNoLeaderDetail: without a leader, the CLI counts the voters gossip
-// cannot reach.
-func TestNoLeaderDetail(t *testing.T) {
-	t.Parallel()
-	st := &idempb.StatusResponse{NodeId: "n1", State: "candidate"}
-	servers := []*idempb.RaftServer{{Id: "n1", Voter: true}, {Id: "n2", Voter: true}, {Id: "n3", Voter: true}}
-	members := func(states ...string) *idempb.MembersResponse {
-		m := &idempb.MembersResponse{Servers: servers}
-		for i, s := range states {
-			m.Members = append(m.Members, &idempb.Member{Id: fmt.Sprintf("n%d", i+1), State: s})
-		}
-		return m
-	}
-	for _, tc := range []struct {
-		m    *idempb.MembersResponse
-		want string
-	}{
-		{members("alive", "dead", "suspect"), "the cluster has no quorum (2 of 3 nodes unreachable)"},
-		{members("alive", "alive", "dead"), "none yet: an election may be running (gossip sees 2 of 3 nodes alive); safe to retry"},
-		{&idempb.MembersResponse{Members: []*idempb.Member{{Id: "n1", State: "alive"}}}, "the cluster has not formed yet"},
-		{nil, "none is known at this node; safe to retry"},
-	} {
-		if got := noLeaderDetail(st, tc.m); !strings.HasPrefix(got, tc.want) {
-			t.Errorf("noLeaderDetail(%v) = %q, want %q", tc.m, got, tc.want)
-		}
 	}
 }
 
@@ -325,8 +277,8 @@ func TestGetSaysLeaseLapsed(t *testing.T) {
 	t.Parallel()
 	s := mustServer(t)
 	var won claimJSON
-	s.cliJSON(exitOK, &won, "claim", "--key", "short", "--lease", "1s", "--owner", "o")
-	s.cliJSON(exitOK, &won, "claim", "--key", "long", "--lease", "1m", "--owner", "o")
+	s.cliJSON(exitOK, &won, "claim", "--no-fingerprint", "--key", "short", "--lease", "1s", "--owner", "o")
+	s.cliJSON(exitOK, &won, "claim", "--no-fingerprint", "--key", "long", "--lease", "1m", "--owner", "o")
 	testutil.WaitFor(t, 10*time.Second, "get to say the lease lapsed", func() bool {
 		stdout, _, code := cli(t, "get", "--addr", s.grpc, "--key", "short")
 		return code == exitOK && strings.Contains(stdout, "\n  lease_lapsed: true\n") &&
@@ -353,7 +305,7 @@ func TestStatusAndHTTP(t *testing.T) {
 	t.Parallel()
 	s := mustServer(t)
 	var won claimJSON
-	s.cliJSON(0, &won, "claim", "--key", "k")
+	s.cliJSON(0, &won, "claim", "--no-fingerprint", "--key", "k")
 
 	var st map[string]any
 	s.cliJSON(0, &st, "status")

@@ -2,24 +2,15 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -34,12 +25,9 @@ type clientFlags struct {
 	timeout time.Duration
 	// consistency of reads: linearizable or stale.
 	consistencyName string
-	// once marks a call that must not be sent to a second node after the
-	// first one received it (it is not idempotent: transfer-leadership).
-	once  bool
-	auth  clientAuth
-	tls   clientTLS
-	flags *pflag.FlagSet
+	auth            clientAuth
+	tls             clientTLS
+	flags           *pflag.FlagSet
 }
 
 // defaultTimeout bounds a call whose --timeout is not given (and that does
@@ -62,15 +50,16 @@ func (c *clientFlags) register(cmd *cobra.Command, withKey bool) {
 	}
 }
 
-func (c *clientFlags) id() *idempb.RecordId {
-	return &idempb.RecordId{Tenant: c.tenant, Scope: c.scope, Key: c.key}
+func (c *clientFlags) id() client.ID {
+	return client.ID{Tenant: c.tenant, Scope: c.scope, Key: c.key}
 }
 
-func (c *clientFlags) consistency() idempb.Consistency {
+// readOptions are the SDK's read options of --consistency.
+func (c *clientFlags) readOptions() []client.ReadOption {
 	if c.consistencyName == "stale" {
-		return idempb.Consistency_CONSISTENCY_STALE
+		return []client.ReadOption{client.Stale()}
 	}
-	return idempb.Consistency_CONSISTENCY_LINEARIZABLE
+	return nil
 }
 
 func (c *clientFlags) registerConsistency(cmd *cobra.Command) {
@@ -121,451 +110,49 @@ func (c *clientFlags) waitTimeout(wait, atLeast time.Duration) {
 // within --timeout: a wait longer than that is cut, so the call ends in
 // time with the record as it then is, not with a timeout.
 func (c *clientFlags) waitWithin(wait time.Duration) time.Duration {
-	room := c.timeout - explainReserve(c.timeout)
+	room := c.timeout - client.ExplainReserve(c.timeout)
 	return max(0, min(wait, room-min(time.Second, room/4)))
 }
 
-// explainReserve is the part of --timeout kept back from the call itself,
-// so a failure can still be explained (explainNoLeader) in time.
-func explainReserve(timeout time.Duration) time.Duration {
-	return min(500*time.Millisecond, timeout/4)
+// endpoints are the nodes of --addr with the flags' credentials; the
+// feed's watch dials them itself (abandoned.go).
+func (c *clientFlags) endpoints() (*client.Endpoints, error) {
+	addrs, err := c.addrs()
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := c.tls.config()
+	if err != nil {
+		return nil, fmt.Errorf("--addr %q: %w", addrs[0], err)
+	}
+	dial, err := c.auth.dialOptions()
+	if err != nil {
+		return nil, fmt.Errorf("--addr %q: %w", addrs[0], err)
+	}
+	return &client.Endpoints{Addrs: addrs, TLS: tlsCfg, DialOptions: dial, Timeout: c.timeout}, nil
 }
 
-// call runs fn against the endpoints of --addr in order, within --timeout
-// in all. It moves on to the next endpoint when one cannot be reached, or
-// (for idempotent calls, which all idemnode data calls are) when it answers
-// Unavailable. fn's errors that are not gRPC statuses (the answer printed
-// with its exit code, a local failure) are returned as they are; a gRPC
-// failure becomes a callError that says what happened.
-func (c *clientFlags) call(ctx context.Context, fn func(context.Context, *grpc.ClientConn) error) error {
-	addrs, err := c.addrs()
+// sdk runs fn with a OneShot client of --addr (client.Config.OneShot: the
+// nodes in order, each once, within --timeout): a failed call's error is
+// its *client.Failure, whatever fn returned otherwise (an answer's
+// exitError, a local failure) is returned as it is.
+func (c *clientFlags) sdk(ctx context.Context, fn func(context.Context, *client.Client) error) error {
+	e, err := c.endpoints()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	callCtx, cancelCall := context.WithTimeout(ctx, c.timeout-explainReserve(c.timeout))
-	defer cancelCall()
-	var earlier []string
-	for i, addr := range addrs {
-		conn, err := c.dial(addr)
-		if err != nil {
-			return fmt.Errorf("--addr %q: %w", addr, err)
-		}
-		reached, err := tryEndpoint(callCtx, conn, fn, len(addrs)-i)
-		if _, isStatus := status.FromError(err); err == nil || !isStatus {
-			conn.Close()
-			return err
-		}
-		f := failureOf(err, addr, c.timeout)
-		// Unavailable only: a rate limit (also exit 5) is not to be dodged
-		// by asking the next node.
-		if i < len(addrs)-1 && f.code == codeName(codes.Unavailable) && callCtx.Err() == nil && (!reached || !c.once) {
-			earlier = append(earlier, f.message)
-			conn.Close()
-			continue
-		}
-		explainNoLeader(ctx, f, conn)
-		c.tls.explainRefusal(ctx, f, addr)
-		conn.Close()
-		if len(earlier) > 0 && f.exit == exitRetry { // every endpoint failed
-			f.message = strings.Join(append(earlier, f.message), "; ")
-		}
-		return f
-	}
-	panic("unreachable: addrs is never empty")
-}
-
-// tryEndpoint runs fn on conn. When other endpoints are left it first
-// waits for the connection, at most its share of the time left, so a node
-// that does not answer at all (a dead host) leaves time for the next.
-// reached says whether the connection was up when fn ran.
-func tryEndpoint(ctx context.Context, conn *grpc.ClientConn, fn func(context.Context, *grpc.ClientConn) error, left int) (reached bool, err error) {
-	if left == 1 {
-		return true, fn(ctx, conn)
-	}
-	deadline, _ := ctx.Deadline()
-	share := time.Until(deadline) / time.Duration(left)
-	connectCtx, cancel := context.WithTimeout(ctx, share)
-	state := waitReady(connectCtx, conn)
-	cancel()
-	switch state {
-	case connectivity.Ready:
-		return true, fn(ctx, conn)
-	case connectivity.TransientFailure:
-		// Fails at once, with the reason the connection failed.
-		return false, fn(ctx, conn)
-	}
-	return false, status.Errorf(codes.Unavailable, "i/o timeout: no connection within %s", share.Round(time.Millisecond))
-}
-
-// waitReady connects conn and returns its state once it is up, has failed,
-// or ctx ends.
-func waitReady(ctx context.Context, conn *grpc.ClientConn) connectivity.State {
-	conn.Connect()
-	for {
-		s := conn.GetState()
-		if s == connectivity.Ready || s == connectivity.TransientFailure || s == connectivity.Shutdown {
-			return s
-		}
-		if !conn.WaitForStateChange(ctx, s) {
-			return conn.GetState()
-		}
-	}
-}
-
-// dial connects to addr with the credentials of the flags.
-func (c *clientFlags) dial(addr string) (*grpc.ClientConn, error) {
-	creds, err := c.tls.credentials()
+	cl, err := client.New(client.Config{Addrs: e.Addrs, TLS: e.TLS, DialOptions: e.DialOptions, Timeout: c.timeout, OneShot: true})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return c.dialWith(addr, creds)
-}
-
-// dialWith connects to addr over creds, sending the token flags' bearer
-// token on every call.
-func (c *clientFlags) dialWith(addr string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
-	opts, err := c.auth.dialOptions()
-	if err != nil {
-		return nil, err
-	}
-	return grpc.NewClient(addr, append(opts, grpc.WithTransportCredentials(creds))...)
-}
-
-// outcomer is an answer that is only an outcome.
-type outcomer interface{ GetOutcome() idempb.Outcome }
-
-// callForOutcome runs a call whose answer is an outcome, and prints it.
-func (c *clientFlags) callForOutcome(ctx context.Context, call func(context.Context, idempb.IdempotencyClient) (outcomer, error)) error {
-	return c.call(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
-		out, err := call(ctx, idempb.NewIdempotencyClient(conn))
-		if err != nil {
-			return err
-		}
-		return c.print(outcomeView{Outcome: outcomeName(out.GetOutcome())}, out.GetOutcome())
-	})
+	defer cl.Close()
+	return client.Describe(fn(ctx, cl), e.Addrs[0], c.timeout)
 }
 
 func addClientCommands(root *cobra.Command) {
 	root.AddCommand(newClaimCmd(), newCompleteCmd(), newReleaseCmd(), newExtendCmd(), newCheckpointCmd(), newAbandonedCmd(),
 		newGetCmd(), newWaitCmd(), newStatusCmd(), newMembersCmd(), newRemoveMemberCmd(), newTransferLeadershipCmd(), newSnapshotCmd())
 	withExitCodes(root)
-}
-
-func newClaimCmd() *cobra.Command {
-	var c clientFlags
-	var fingerprint, requestFile, owner string
-	var lease, ttl, wait time.Duration
-	cmd := &cobra.Command{
-		Use:   "claim",
-		Short: "Claim a key before running a side effect; prints the token when it wins",
-		Example: `  idemnode claim --tenant acme --scope 'POST /v1/charges' --key order-42 --request-file request.json
-  # exit 0: won, run the side effect, then complete with the token; 4: completed, the
-  # stored response is printed; 3: in progress elsewhere (or add --wait 10s); 5: retry
-  # with the same --owner`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := c.check(true); err != nil {
-				return err
-			}
-			fp, err := readFingerprint(fingerprint, requestFile)
-			if err != nil {
-				return err
-			}
-			if owner == "" {
-				// Said before the call: after a timeout (exit 5), the
-				// retry needs it to get this claim back.
-				owner = newOwner()
-				fmt.Fprintf(os.Stderr, "idemnode: claim owner %s (generated: pass --owner %s to retry this same claim)\n", owner, owner)
-			}
-			if wait > 0 {
-				c.waitTimeout(wait, defaultTimeout)
-				wait = max(time.Millisecond, c.waitWithin(wait))
-			}
-			req := &idempb.ClaimRequest{Id: c.id(), Fingerprint: fp, Owner: owner,
-				Lease: optDuration(lease), Ttl: optDuration(ttl), Wait: optDuration(wait)}
-			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := idempb.NewIdempotencyClient(conn).Claim(ctx, req)
-				if err != nil {
-					return err
-				}
-				return c.print(claimView(resp, owner), resp.GetOutcome())
-			})
-		},
-	}
-	c.register(cmd, true)
-	fl := cmd.Flags()
-	fl.StringVar(&fingerprint, "fingerprint", "", "request fingerprint in hex")
-	fl.StringVar(&requestFile, "request-file", "", "file whose SHA-256 is the fingerprint")
-	fl.StringVar(&owner, "owner", "", "claim nonce, reused on retries of this claim (default: random)")
-	fl.DurationVar(&lease, "lease", 0, "lease (default 30s)")
-	fl.DurationVar(&ttl, "ttl", 0, "time to keep the record (default 24h)")
-	fl.DurationVar(&wait, "wait", 0, "wait this long for an in-flight holder to finish (--timeout then defaults to the wait plus 5s, at least 10s)")
-	return cmd
-}
-
-func readFingerprint(hexFP, file string) ([]byte, error) {
-	switch {
-	case hexFP != "" && file != "":
-		return nil, fmt.Errorf("--fingerprint and --request-file are exclusive")
-	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("--request-file: %w", err)
-		}
-		sum := sha256.Sum256(b)
-		return sum[:], nil
-	case hexFP != "":
-		b, err := hex.DecodeString(hexFP)
-		if err != nil {
-			return nil, fmt.Errorf("--fingerprint is not hex: %w", err)
-		}
-		return b, nil
-	}
-	return nil, nil
-}
-
-func newOwner() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-func optDuration(d time.Duration) *durationpb.Duration {
-	if d == 0 {
-		return nil
-	}
-	return durationpb.New(d)
-}
-
-func newCompleteCmd() *cobra.Command {
-	var c clientFlags
-	var token uint64
-	var statusCode int32
-	var headers []string
-	var bodyFile string
-	cmd := &cobra.Command{
-		Use:   "complete",
-		Short: "Store the response of a claimed key",
-		Example: `  idemnode complete --tenant acme --scope 'POST /v1/charges' --key order-42 --token 327680 \
-    --status 201 --header 'Content-Type: application/json' --body-file response.json
-  # exit 0: stored (or already stored by this token); 1: fenced (the lease was lost) or not_found`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := c.check(true); err != nil {
-				return err
-			}
-			resp, err := buildResponse(statusCode, headers, bodyFile)
-			if err != nil {
-				return err
-			}
-			req := &idempb.CompleteRequest{Id: c.id(), Token: token, Response: resp}
-			return c.callForOutcome(cmd.Context(), func(ctx context.Context, api idempb.IdempotencyClient) (outcomer, error) {
-				return api.Complete(ctx, req)
-			})
-		},
-	}
-	c.register(cmd, true)
-	fl := cmd.Flags()
-	fl.Uint64Var(&token, "token", 0, "fencing token returned by claim (required)")
-	fl.Int32Var(&statusCode, "status", 200, "response status code")
-	fl.StringArrayVar(&headers, "header", nil, "response header 'Name: value' (repeatable, ordered)")
-	fl.StringVar(&bodyFile, "body-file", "", "file holding the response body ('-' for stdin)")
-	return cmd
-}
-
-func buildResponse(code int32, headers []string, bodyFile string) (*idempb.Response, error) {
-	r := &idempb.Response{Status: code}
-	for _, h := range headers {
-		name, value, ok := strings.Cut(h, ":")
-		if !ok || strings.TrimSpace(name) == "" {
-			return nil, fmt.Errorf("--header %q: want 'Name: value'", h)
-		}
-		r.Headers = append(r.Headers, &idempb.Header{Name: strings.TrimSpace(name), Value: strings.TrimLeft(value, " ")})
-	}
-	body, err := readInput("--body-file", bodyFile)
-	if err != nil {
-		return nil, err
-	}
-	r.Body = body
-	return r, nil
-}
-
-// readInput reads the file a flag names: nothing for "", stdin for "-".
-func readInput(flag, file string) ([]byte, error) {
-	switch file {
-	case "":
-		return nil, nil
-	case "-":
-		b, err := readAll(os.Stdin)
-		if err != nil {
-			return nil, fmt.Errorf("%s: read stdin: %w", flag, err)
-		}
-		return b, nil
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	return b, nil
-}
-
-func newReleaseCmd() *cobra.Command {
-	var c clientFlags
-	var token uint64
-	cmd := &cobra.Command{
-		Use:   "release",
-		Short: "Release a claimed key after a transient failure, so a retry re-executes",
-		Example: `  idemnode release --tenant acme --scope 'POST /v1/charges' --key order-42 --token 327680
-  # exit 0: released (or already gone); 1: fenced (another claim holds it now)`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := c.check(true); err != nil {
-				return err
-			}
-			req := &idempb.ReleaseRequest{Id: c.id(), Token: token}
-			return c.callForOutcome(cmd.Context(), func(ctx context.Context, api idempb.IdempotencyClient) (outcomer, error) {
-				return api.Release(ctx, req)
-			})
-		},
-	}
-	c.register(cmd, true)
-	cmd.Flags().Uint64Var(&token, "token", 0, "fencing token returned by claim (required)")
-	return cmd
-}
-
-func newExtendCmd() *cobra.Command {
-	var c clientFlags
-	var token uint64
-	var lease time.Duration
-	cmd := &cobra.Command{
-		Use:   "extend",
-		Short: "Extend the lease of a claimed key",
-		Example: `  idemnode extend --tenant acme --scope 'POST /v1/charges' --key order-42 --token 327680 --lease 2m
-  # exit 0: extended; 1: fenced (the lease was lost: stop) or not_found`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := c.check(true); err != nil {
-				return err
-			}
-			req := &idempb.ExtendRequest{Id: c.id(), Token: token, Lease: optDuration(lease)}
-			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				out, err := idempb.NewIdempotencyClient(conn).Extend(ctx, req)
-				if err != nil {
-					return err
-				}
-				v := outcomeView{Outcome: outcomeName(out.GetOutcome()), LeaseExpiresAt: tsString(out.GetLeaseExpiresAt())}
-				return c.print(v, out.GetOutcome())
-			})
-		},
-	}
-	c.register(cmd, true)
-	fl := cmd.Flags()
-	fl.Uint64Var(&token, "token", 0, "fencing token returned by claim (required)")
-	fl.DurationVar(&lease, "lease", 0, "new lease from now (default 30s)")
-	return cmd
-}
-
-func newCheckpointCmd() *cobra.Command {
-	var c clientFlags
-	var token uint64
-	var point, dataFile string
-	cmd := &cobra.Command{
-		Use:   "checkpoint",
-		Short: "Record a finished step of a claimed key's operation, where a takeover resumes",
-		Example: `  idemnode checkpoint --tenant acme --scope 'POST /v1/rides' --key ride-42 --token 327680 \
-    --point charged --data-file charge.json
-  # exit 0: recorded (or already, with the same data); 1: fenced (the lease was lost: stop),
-  # mismatch (this point was recorded with other data) or not_found. A claim that takes the
-  # key over prints the last point as recovery_point (-o json).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := c.check(true); err != nil {
-				return err
-			}
-			if point == "" {
-				return fmt.Errorf("--point is required")
-			}
-			data, err := readInput("--data-file", dataFile)
-			if err != nil {
-				return err
-			}
-			req := &idempb.CheckpointRequest{Id: c.id(), Token: token, Point: point, Data: data}
-			return c.callForOutcome(cmd.Context(), func(ctx context.Context, api idempb.IdempotencyClient) (outcomer, error) {
-				return api.Checkpoint(ctx, req)
-			})
-		},
-	}
-	c.register(cmd, true)
-	fl := cmd.Flags()
-	fl.Uint64Var(&token, "token", 0, "fencing token returned by claim (required)")
-	fl.StringVar(&point, "point", "", "name of the step that is done (required)")
-	fl.StringVar(&dataFile, "data-file", "", "file holding what resuming after the step needs, up to 64 KiB ('-' for stdin)")
-	return cmd
-}
-
-func newGetCmd() *cobra.Command {
-	var c clientFlags
-	cmd := &cobra.Command{
-		Use:   "get",
-		Short: "Show the record of a key",
-		Example: `  idemnode get --tenant acme --scope 'POST /v1/charges' --key order-42 -o json
-  # exit 0: the record is printed (a pending one whose lease lapsed says so); 1: not_found`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := c.check(true); err != nil {
-				return err
-			}
-			req := &idempb.GetRequest{Id: c.id(), Consistency: c.consistency()}
-			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				out, err := idempb.NewIdempotencyClient(conn).Get(ctx, req)
-				if err != nil {
-					return err
-				}
-				return c.print(recordResult(out.GetOutcome(), out.GetRecord(), time.Now()), out.GetOutcome())
-			})
-		},
-	}
-	c.register(cmd, true)
-	c.registerConsistency(cmd)
-	return cmd
-}
-
-func newWaitCmd() *cobra.Command {
-	var c clientFlags
-	var wait time.Duration
-	cmd := &cobra.Command{
-		Use:   "wait",
-		Short: "Wait until a key leaves PENDING, then show it",
-		Example: `  idemnode wait --tenant acme --scope 'POST /v1/charges' --key order-42 --wait 20s --timeout 25s
-  # exit 4: completed, the stored response is printed; 3: still pending when the wait
-  # ended; 1: gone (released or expired): claim again`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := c.check(true); err != nil {
-				return err
-			}
-			if wait <= 0 {
-				return fmt.Errorf("--wait must be positive")
-			}
-			c.waitTimeout(wait, 0)
-			wait = max(time.Millisecond, c.waitWithin(wait))
-			req := &idempb.WaitRequest{Id: c.id(), Timeout: durationpb.New(wait), Consistency: c.consistency()}
-			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				out, err := idempb.NewIdempotencyClient(conn).Wait(ctx, req)
-				if err != nil {
-					return err
-				}
-				return c.print(recordResult(out.GetOutcome(), out.GetRecord(), time.Now()), out.GetOutcome())
-			})
-		},
-	}
-	c.register(cmd, true)
-	fl := cmd.Flags()
-	fl.DurationVar(&wait, "wait", 30*time.Second, "how long to wait (--timeout defaults to this plus 5s; a shorter --timeout cuts it)")
-	c.registerConsistency(cmd)
-	return cmd
 }
 
 func newStatusCmd() *cobra.Command {
@@ -580,12 +167,12 @@ func newStatusCmd() *cobra.Command {
 			if err := c.check(false); err != nil {
 				return err
 			}
-			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				out, err := idempb.NewAdminClient(conn).Status(ctx, &idempb.StatusRequest{})
+			return c.sdk(cmd.Context(), func(ctx context.Context, cl *client.Client) error {
+				st, err := cl.Status(ctx)
 				if err != nil {
 					return err
 				}
-				return c.print(statusViewOf(out), idempb.Outcome_OUTCOME_OK)
+				return c.print(statusViewOf(st), idempb.Outcome_OUTCOME_OK)
 			})
 		},
 	}

@@ -71,7 +71,7 @@ func TestCLIAgainstCluster(t *testing.T) {
 		}
 	}
 	testutil.WaitFor(t, 45*time.Second, "a claim to say the cluster has no quorum", func() bool {
-		_, stderr, code := cli(t, "claim", "--addr", follower.grpc, "--key", "k", "--owner", "o", "--timeout", "2s")
+		_, stderr, code := cli(t, "claim", "--no-fingerprint", "--addr", follower.grpc, "--key", "k", "--owner", "o", "--timeout", "2s")
 		if code == exitRetry && strings.Contains(stderr, "no leader: the cluster has no quorum (2 of 3 nodes unreachable)") {
 			return true
 		}

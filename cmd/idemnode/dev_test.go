@@ -53,7 +53,7 @@ func TestTwoDevNodesSideBySide(t *testing.T) {
 			resp.Body.Close()
 			return resp.StatusCode == http.StatusOK
 		})
-		if stdout, stderr, code := cli(t, "claim", "--addr", grpcAddr, "--key", "k", "--owner", "o", "-o", "json"); code != exitOK {
+		if stdout, stderr, code := cli(t, "claim", "--no-fingerprint", "--addr", grpcAddr, "--key", "k", "--owner", "o", "-o", "json"); code != exitOK {
 			t.Errorf("claim on dev node %d: exit %d, stdout %q, stderr %q", i, code, stdout, stderr)
 		}
 		apiURL := "http://" + net.JoinHostPort(host, strconv.Itoa(p+4)) + "/v1/claim"

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -32,10 +33,12 @@ const exitFailed = 1
 // the README show it.
 const exitCodesHelp = `Exit codes:
   0  you hold the key, or it took effect (won, ok; get of an existing record)
-  1  refused or absent (mismatch, fenced, not_found); wait: the record is gone
+  1  refused or absent (mismatch, fenced, not_found; remove-member of an
+     unknown id); wait: the record is gone
      (released or expired), claim again; expired: the key's record is a
      tombstone, the operation ran (or may have): do not run it again
-  2  usage or invalid input
+  2  usage or invalid input (a claim without --fingerprint, --request-file
+     or --no-fingerprint)
   3  someone else holds it (in_progress; wait: the record is still pending)
   4  already completed (completed): the stored response is printed
   5  unavailable, timed out or rate-limited: safe to retry (a claim with the
@@ -64,21 +67,32 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return "exit status " + strconv.Itoa(e.code) }
 
+// failureExit is the exit code of a failed call, by what can be done
+// about it.
+var failureExit = map[client.Kind]int{
+	client.KindRefused:     exitRefused,
+	client.KindInvalid:     exitUsage,
+	client.KindRetry:       exitRetry,
+	client.KindDenied:      exitDenied,
+	client.KindCursorAhead: exitCursorAhead,
+}
+
 // exitCodeOf is the exit code of what a command returned: an answer's code,
 // a failed call's, a runtime failure (1) or, for anything else, a usage
 // error (2: cobra's own parse errors, bad flag values).
 func exitCodeOf(err error) int {
 	var answered exitError
-	var failed *callError
+	var failed *client.Failure
 	var runtime runtimeError
+	var local *client.LocalError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &answered):
 		return answered.code
 	case errors.As(err, &failed):
-		return failed.exit
-	case errors.As(err, &runtime):
+		return failureExit[failed.Kind]
+	case errors.As(err, &runtime), errors.As(err, &local):
 		return exitFailed
 	}
 	return exitUsage

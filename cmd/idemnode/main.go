@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/idemnode/idemnode/client"
 )
 
 // runtimeError marks a failure that is not the caller's input: the node
@@ -36,14 +38,14 @@ func run(args []string) int {
 	}
 	fmt.Fprintln(os.Stderr, "idemnode:", err)
 	if out := cmd.Flags().Lookup("output"); out != nil && out.Value.String() == "json" {
-		var failed *callError
+		var failed *client.Failure
 		if !errors.As(err, &failed) {
-			failed = usageError(err)
+			failed = client.UsageFailure(err)
 			if code != exitUsage {
-				failed = &callError{exit: code, code: "INTERNAL", reason: "LOCAL", message: err.Error()}
+				failed = &client.Failure{Code: "INTERNAL", Reason: "LOCAL", Message: err.Error()}
 			}
 		}
-		_ = failed.writeJSON(os.Stdout)
+		_ = failed.WriteJSON(os.Stdout)
 	}
 	return code
 }

@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -48,12 +49,12 @@ type pointView struct {
 	DataBase64 string `json:"data_base64,omitempty"`
 }
 
-func pointViewOf(p *idempb.RecoveryPoint) *pointView {
+func pointViewOf(p *client.RecoveryPoint) *pointView {
 	if p == nil {
 		return nil
 	}
-	v := &pointView{Name: p.GetName()}
-	v.Data, v.DataBase64 = bytesView(p.GetData())
+	v := &pointView{Name: p.Name}
+	v.Data, v.DataBase64 = bytesView(p.Data)
 	return v
 }
 
@@ -122,74 +123,76 @@ type statusView struct {
 	Redacted     []string `json:"redacted,omitempty"`
 }
 
-func outcomeName(o idempb.Outcome) string {
-	return strings.ToLower(strings.TrimPrefix(o.String(), "OUTCOME_"))
-}
-
 func tsString(ts *timestamppb.Timestamp) string {
 	if ts == nil {
 		return ""
 	}
-	return ts.AsTime().UTC().Format(time.RFC3339Nano)
+	return timeString(ts.AsTime())
 }
 
-func claimView(r *idempb.ClaimResponse, owner string) claimOut {
-	out := claimOut{Outcome: outcomeName(r.GetOutcome()), Token: r.GetToken(), Attempt: r.GetAttempt(),
-		LeaseExpiresAt: tsString(r.GetLeaseExpiresAt()), ExpiresAt: tsString(r.GetExpiresAt()),
-		CompletedAt: tsString(r.GetCompletedAt()),
-		Response:    responseViewOf(r.GetResponse()), RecoveryPoint: pointViewOf(r.GetRecoveryPoint())}
-	if r.GetOutcome() == idempb.Outcome_OUTCOME_WON {
-		out.Owner = owner
+// timeString is t in UTC, to the nanosecond; "" for the zero time (none).
+func timeString(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func claimView(r client.ClaimResult) claimOut {
+	out := claimOut{Outcome: r.Outcome.String(), Token: r.Token, Attempt: r.Attempt,
+		LeaseExpiresAt: timeString(r.LeaseExpiresAt), ExpiresAt: timeString(r.ExpiresAt),
+		CompletedAt: timeString(r.CompletedAt),
+		Response:    responseViewOf(r.Response), RecoveryPoint: pointViewOf(r.RecoveryPoint)}
+	if r.Outcome == client.OutcomeWon {
+		out.Owner = r.Owner
 	}
 	return out
 }
 
-func responseViewOf(r *idempb.Response) *responseView {
+func responseViewOf(r *client.Response) *responseView {
 	if r == nil {
 		return nil
 	}
-	v := &responseView{Status: r.GetStatus()}
-	v.Body, v.BodyBase64 = bytesView(r.GetBody())
-	for _, h := range r.GetHeaders() {
-		v.Headers = append(v.Headers, headerView{Name: h.GetName(), Value: h.GetValue()})
+	v := &responseView{Status: int32(r.Status)}
+	v.Body, v.BodyBase64 = bytesView(r.Body)
+	for _, h := range r.Headers {
+		v.Headers = append(v.Headers, headerView{Name: h.Name, Value: h.Value})
 	}
 	return v
 }
 
 // recordResult is the view of a Get or Wait answer; now (this machine's
 // clock) tells whether a PENDING record's lease has lapsed.
-func recordResult(o idempb.Outcome, r *idempb.Record, now time.Time) recordOut {
-	out := recordOut{Outcome: outcomeName(o)}
+func recordResult(o client.Outcome, r *client.Record, now time.Time) recordOut {
+	out := recordOut{Outcome: o.String()}
 	if r == nil {
 		return out
 	}
 	out.Record = &recordView{
-		Tenant: r.GetId().GetTenant(), Scope: r.GetId().GetScope(), Key: r.GetId().GetKey(),
-		State:       strings.ToLower(strings.TrimPrefix(r.GetState().String(), "STATE_")),
-		Fingerprint: hex.EncodeToString(r.GetFingerprint()),
-		Token:       r.GetToken(), Attempt: r.GetAttempt(),
-		LeaseExpiresAt: tsString(r.GetLeaseExpiresAt()), CreatedAt: tsString(r.GetCreatedAt()),
-		ExpiresAt: tsString(r.GetExpiresAt()), CompletedAt: tsString(r.GetCompletedAt()),
-		Response: responseViewOf(r.GetResponse()), RecoveryPoint: pointViewOf(r.GetRecoveryPoint()),
+		Tenant: r.ID.Tenant, Scope: r.ID.Scope, Key: r.ID.Key,
+		State:       r.State.String(),
+		Fingerprint: hex.EncodeToString(r.Fingerprint),
+		Token:       r.Token, Attempt: r.Attempt,
+		LeaseExpiresAt: timeString(r.LeaseExpiresAt), CreatedAt: timeString(r.CreatedAt),
+		ExpiresAt: timeString(r.ExpiresAt), CompletedAt: timeString(r.CompletedAt),
+		Response: responseViewOf(r.Response), RecoveryPoint: pointViewOf(r.RecoveryPoint),
 	}
-	if lease := r.GetLeaseExpiresAt(); r.GetState() == idempb.State_STATE_PENDING && lease != nil && lease.AsTime().Before(now) {
+	if lease := r.LeaseExpiresAt; r.State == client.StatePending && !lease.IsZero() && lease.Before(now) {
 		out.Record.LeaseLapsed = true
 		out.Note = fmt.Sprintf("the lease lapsed %s ago (by this machine's clock): the holder is presumed dead, and the next claim takes the key over",
-			now.Sub(lease.AsTime()).Round(time.Millisecond))
+			now.Sub(lease).Round(time.Millisecond))
 	}
 	return out
 }
 
-func statusViewOf(s *idempb.StatusResponse) statusView {
-	v := statusView{NodeID: s.GetNodeId(), State: s.GetState(), LeaderID: s.GetLeaderId(), LeaderAddr: s.GetLeaderAddr()}
-	// A full answer always carries the digest of the state, records or
-	// not; only the redacted one has none.
-	if s.GetDigest() == "" {
+func statusViewOf(s client.NodeStatus) statusView {
+	v := statusView{NodeID: s.NodeID, State: s.State, LeaderID: s.LeaderID, LeaderAddr: s.LeaderAddr}
+	if s.Redacted {
 		v.Redacted = []string{"term", "commit_index", "applied_index", "records", "digest", "fsm_time", "cluster_id"}
 		return v
 	}
-	v.Term, v.CommitIndex, v.AppliedIndex, v.Records = ptr(s.GetTerm()), ptr(s.GetCommitIndex()), ptr(s.GetAppliedIndex()), ptr(s.GetRecords())
-	v.Digest, v.FSMTime, v.ClusterID = ptr(s.GetDigest()), ptr(tsString(s.GetFsmTime())), ptr(s.GetClusterId())
+	v.Term, v.CommitIndex, v.AppliedIndex, v.Records = ptr(s.Term), ptr(s.CommitIndex), ptr(s.AppliedIndex), ptr(s.Records)
+	v.Digest, v.FSMTime, v.ClusterID = ptr(s.Digest), ptr(timeString(s.FSMTime)), ptr(s.ClusterID)
 	return v
 }
 

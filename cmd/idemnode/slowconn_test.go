@@ -78,7 +78,7 @@ func TestSlowConnectionsLeaveTheLeaderServing(t *testing.T) {
 			t.Fatalf("after %d claims in 30s no attacker connection was closed by a timeout", i)
 		}
 		var c claimJSON
-		leader.cliJSON(exitOK, &c, "claim", "--scope", "s", "--key", fmt.Sprintf("slow-%d", i), "--timeout", "10s")
+		leader.cliJSON(exitOK, &c, "claim", "--no-fingerprint", "--scope", "s", "--key", fmt.Sprintf("slow-%d", i), "--timeout", "10s")
 		resp, err := hc.Get("http://" + leader.http + "/healthz")
 		if err != nil {
 			t.Fatalf("/healthz of the attacked leader, after %d claims: %v", i+1, err)
@@ -137,11 +137,11 @@ func peersPassAFullListener(t *testing.T, leader, follower *server) {
 	testutil.WaitFor(t, 20*time.Second, "the attackers to fill the leader's gRPC listener", func() bool {
 		return scrape(t, leader)[held] == 50
 	})
-	if _, stderr, code := cli(t, "claim", "--scope", "s", "--key", "refused", "--addr", leader.grpc, "--timeout", "2s"); code != exitRetry {
+	if _, stderr, code := cli(t, "claim", "--no-fingerprint", "--scope", "s", "--key", "refused", "--addr", leader.grpc, "--timeout", "2s"); code != exitRetry {
 		t.Fatalf("a new client of a full listener: exit %d, want %d (refused)\n%s", code, exitRetry, stderr)
 	}
 	var c claimJSON
-	follower.cliJSON(exitOK, &c, "claim", "--scope", "s", "--key", "forwarded", "--timeout", "10s")
+	follower.cliJSON(exitOK, &c, "claim", "--no-fingerprint", "--scope", "s", "--key", "forwarded", "--timeout", "10s")
 	if n := scrape(t, leader)[held]; n <= 50 {
 		t.Fatalf("the leader's gRPC listener holds %v connections after a forwarded claim, want the follower's over the cap of 50", n)
 	}

@@ -3,18 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
+	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
@@ -52,77 +46,18 @@ func newSnapshotSaveCmd() *cobra.Command {
 			if err := c.check(false); err != nil {
 				return err
 			}
-			leaderCreds, err := c.tls.leaderCredentials()
-			if err != nil {
-				return err
-			}
-			return c.call(cmd.Context(), func(ctx context.Context, conn *grpc.ClientConn) error {
-				v, err := saveBackup(ctx, &c, conn, args[0], leaderCreds)
+			return c.sdk(cmd.Context(), func(ctx context.Context, cl *client.Client) error {
+				b, err := cl.Backup(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				return c.print(v, idempb.Outcome_OUTCOME_OK)
+				return c.print(backupView{File: b.File, Bytes: b.Bytes, SHA256: b.SHA256, AppliedIndex: b.AppliedIndex,
+					Digest: b.Digest, Records: b.Records}, idempb.Outcome_OUTCOME_OK)
 			})
 		},
 	}
 	c.register(cmd, false)
 	return cmd
-}
-
-// saveBackup asks the node for the leader, streams the backup from it into
-// FILE.partial, checks size and SHA-256 against the summary the leader sent
-// last, and only then renames it to FILE.
-func saveBackup(ctx context.Context, c *clientFlags, conn *grpc.ClientConn, file string, leaderCreds credentials.TransportCredentials) (backupView, error) {
-	st, err := idempb.NewAdminClient(conn).Status(ctx, &idempb.StatusRequest{})
-	if err != nil {
-		return backupView{}, err
-	}
-	if st.State != "leader" && st.LeaderAddr != "" {
-		leader, err := c.dialWith(st.LeaderAddr, leaderCreds)
-		if err != nil {
-			return backupView{}, err
-		}
-		defer leader.Close()
-		conn = leader
-	}
-	stream, err := idempb.NewAdminClient(conn).Snapshot(ctx, &idempb.SnapshotRequest{})
-	if err != nil {
-		return backupView{}, err
-	}
-	partial := file + ".partial"
-	f, err := os.OpenFile(partial, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return backupView{}, runtimeError{fmt.Errorf("create %s: %w", partial, err)}
-	}
-	defer os.Remove(partial) // a no-op after the rename
-	h := sha256.New()
-	var n int64
-	var sum *idempb.SnapshotSummary
-	for sum == nil {
-		chunk, err := stream.Recv()
-		if err != nil {
-			f.Close()
-			return backupView{}, err
-		}
-		if _, err := io.MultiWriter(f, h).Write(chunk.Data); err != nil {
-			f.Close()
-			return backupView{}, runtimeError{fmt.Errorf("write %s: %w", partial, err)}
-		}
-		n += int64(len(chunk.Data))
-		sum = chunk.Summary
-	}
-	if err := errors.Join(f.Sync(), f.Close()); err != nil {
-		return backupView{}, runtimeError{fmt.Errorf("write %s: %w", partial, err)}
-	}
-	got := hex.EncodeToString(h.Sum(nil))
-	if got != sum.Sha256 || uint64(n) != sum.Bytes {
-		return backupView{}, runtimeError{fmt.Errorf("backup damaged in transit: %d bytes sha256 %s, leader sent %d bytes sha256 %s", n, got, sum.Bytes, sum.Sha256)}
-	}
-	if err := os.Rename(partial, file); err != nil {
-		return backupView{}, runtimeError{fmt.Errorf("rename backup: %w", err)}
-	}
-	abs, _ := filepath.Abs(file)
-	return backupView{File: abs, Bytes: n, SHA256: got, AppliedIndex: sum.AppliedIndex, Digest: sum.Digest, Records: int(sum.Records)}, nil
 }
 
 func newSnapshotRestoreCmd() *cobra.Command {

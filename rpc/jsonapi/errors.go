@@ -13,13 +13,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/rpc"
 )
 
 // reasonInvalidJSON is the ErrorInfo reason of a body that is not the
 // request message in protojson: malformed, of the wrong shape, or naming a
 // field the message does not have.
-const reasonInvalidJSON = "INVALID_JSON"
+const reasonInvalidJSON = client.ReasonInvalidJSON
 
 // writeError answers a failed call in the google.rpc.Status JSON shape with
 // the HTTP status that fits its code. An outcome is never an error: only a
