@@ -1,33 +1,31 @@
 package client
 
+import "github.com/idemnode/idemnode/rpc/idempb"
+
 // Reasons are the ErrorInfo reasons of idemnode's errors (domain
-// idemnode.io): those the servers send (rpc refers to these constants, so
-// server and clients spell them once), and those Describe gives to
+// idemnode.io): those the servers send, re-exported from rpc/idempb where
+// server and clients spell them once, and those Describe gives to
 // failures that carry none because no server answered.
 const (
-	// Sent by the servers.
-	ReasonInvalidField = "INVALID_FIELD"
-	// ReasonInvalidJSON: a JSON API body that is not the request message.
-	ReasonInvalidJSON    = "INVALID_JSON"
-	ReasonNotLeader      = "NOT_LEADER"
-	ReasonNoLeader       = "NO_LEADER"
-	ReasonLeadershipLost = "LEADERSHIP_LOST"
-	ReasonShuttingDown   = "SHUTTING_DOWN"
-	ReasonCommitTimeout  = "COMMIT_TIMEOUT"
-	// ReasonClusterUpgrading: a voter runs a release that cannot apply
-	// the call's command (FailedPrecondition); retry after the upgrade.
-	ReasonClusterUpgrading = "CLUSTER_UPGRADING"
-	ReasonTooManyWaits     = "TOO_MANY_WAITS"
-	ReasonInternal         = "INTERNAL"
-	ReasonUnauthenticated  = "UNAUTHENTICATED"
-	ReasonTenantMismatch   = "TENANT_MISMATCH"
-	ReasonAdminRequired    = "ADMIN_REQUIRED"
-	ReasonPeerRequired     = "PEER_REQUIRED"
-	// ReasonRateLimited and ReasonQuotaExceeded carry a RetryInfo.
-	ReasonRateLimited     = "RATE_LIMITED"
-	ReasonQuotaExceeded   = "QUOTA_EXCEEDED"
-	ReasonFeedPruned      = "FEED_PRUNED"
-	ReasonFeedCursorAhead = "FEED_CURSOR_AHEAD"
+	// Sent by the servers (rpc/idempb holds the wire contract).
+	ReasonInvalidField     = idempb.ReasonInvalidField
+	ReasonInvalidJSON      = idempb.ReasonInvalidJSON
+	ReasonNotLeader        = idempb.ReasonNotLeader
+	ReasonNoLeader         = idempb.ReasonNoLeader
+	ReasonLeadershipLost   = idempb.ReasonLeadershipLost
+	ReasonShuttingDown     = idempb.ReasonShuttingDown
+	ReasonCommitTimeout    = idempb.ReasonCommitTimeout
+	ReasonClusterUpgrading = idempb.ReasonClusterUpgrading
+	ReasonTooManyWaits     = idempb.ReasonTooManyWaits
+	ReasonInternal         = idempb.ReasonInternal
+	ReasonUnauthenticated  = idempb.ReasonUnauthenticated
+	ReasonTenantMismatch   = idempb.ReasonTenantMismatch
+	ReasonAdminRequired    = idempb.ReasonAdminRequired
+	ReasonPeerRequired     = idempb.ReasonPeerRequired
+	ReasonRateLimited      = idempb.ReasonRateLimited
+	ReasonQuotaExceeded    = idempb.ReasonQuotaExceeded
+	ReasonFeedPruned       = idempb.ReasonFeedPruned
+	ReasonFeedCursorAhead  = idempb.ReasonFeedCursorAhead
 
 	// Given by Describe to a failure before any answer.
 	ReasonUsage              = "USAGE"
@@ -43,4 +41,4 @@ const (
 )
 
 // ErrorDomain is the ErrorInfo domain of every error idemnode returns.
-const ErrorDomain = "idemnode.io"
+const ErrorDomain = idempb.ErrorDomain

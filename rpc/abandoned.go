@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
-	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/rpc/idempb"
@@ -23,9 +22,9 @@ import (
 
 const (
 	// ReasonFeedPruned refuses a cursor whose next events were pruned.
-	ReasonFeedPruned = client.ReasonFeedPruned
+	ReasonFeedPruned = idempb.ReasonFeedPruned
 	// ReasonFeedCursorAhead refuses a cursor past the cluster's last event.
-	ReasonFeedCursorAhead = client.ReasonFeedCursorAhead
+	ReasonFeedCursorAhead = idempb.ReasonFeedCursorAhead
 	// allTenants names every tenant in a feed request (admin identities).
 	allTenants = "*"
 	// feedBatch bounds the events one stream message carries.

@@ -14,35 +14,35 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
 // ErrorDomain is the ErrorInfo domain of every error idemnode returns.
-const ErrorDomain = client.ErrorDomain
+const ErrorDomain = idempb.ErrorDomain
 
-// Machine-readable reasons carried in errdetails.ErrorInfo. They are the
-// SDK's (client/reasons.go), spelled once for servers and clients.
+// Machine-readable reasons carried in errdetails.ErrorInfo: the wire
+// contract in rpc/idempb/reasons.go, spelled once for servers and clients.
 const (
-	ReasonInvalidField   = client.ReasonInvalidField
-	ReasonNotLeader      = client.ReasonNotLeader
-	ReasonNoLeader       = client.ReasonNoLeader
-	ReasonLeadershipLost = client.ReasonLeadershipLost
-	ReasonShuttingDown   = client.ReasonShuttingDown
-	ReasonCommitTimeout  = client.ReasonCommitTimeout
+	ReasonInvalidField   = idempb.ReasonInvalidField
+	ReasonNotLeader      = idempb.ReasonNotLeader
+	ReasonNoLeader       = idempb.ReasonNoLeader
+	ReasonLeadershipLost = idempb.ReasonLeadershipLost
+	ReasonShuttingDown   = idempb.ReasonShuttingDown
+	ReasonCommitTimeout  = idempb.ReasonCommitTimeout
 	// ReasonClusterUpgrading: a voter runs a release that cannot apply
 	// the call's command (FailedPrecondition); retry after the upgrade.
-	ReasonClusterUpgrading = client.ReasonClusterUpgrading
-	ReasonTooManyWaits     = client.ReasonTooManyWaits
-	ReasonInternal         = client.ReasonInternal
+	ReasonClusterUpgrading = idempb.ReasonClusterUpgrading
+	ReasonTooManyWaits     = idempb.ReasonTooManyWaits
+	ReasonInternal         = idempb.ReasonInternal
 	// Authentication and authorization (auth.go).
-	ReasonUnauthenticated = client.ReasonUnauthenticated
-	ReasonTenantMismatch  = client.ReasonTenantMismatch
-	ReasonAdminRequired   = client.ReasonAdminRequired
-	ReasonPeerRequired    = client.ReasonPeerRequired
+	ReasonUnauthenticated = idempb.ReasonUnauthenticated
+	ReasonTenantMismatch  = idempb.ReasonTenantMismatch
+	ReasonAdminRequired   = idempb.ReasonAdminRequired
+	ReasonPeerRequired    = idempb.ReasonPeerRequired
 	// Limits of a tenant (ratelimit.go, quota.go); both carry a RetryInfo.
-	ReasonRateLimited   = client.ReasonRateLimited
-	ReasonQuotaExceeded = client.ReasonQuotaExceeded
+	ReasonRateLimited   = idempb.ReasonRateLimited
+	ReasonQuotaExceeded = idempb.ReasonQuotaExceeded
 )
 
 // invalidField is a violation of an input limit.

@@ -13,14 +13,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/rpc"
+	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
 // reasonInvalidJSON is the ErrorInfo reason of a body that is not the
 // request message in protojson: malformed, of the wrong shape, or naming a
 // field the message does not have.
-const reasonInvalidJSON = client.ReasonInvalidJSON
+const reasonInvalidJSON = idempb.ReasonInvalidJSON
 
 // writeError answers a failed call in the google.rpc.Status JSON shape with
 // the HTTP status that fits its code. An outcome is never an error: only a
