@@ -194,7 +194,8 @@ func (n *Node) fail(err error) {
 }
 
 // Fatal returns a channel that receives an error when the node cannot go on
-// (a data dir holding another cluster's state joined to a live cluster).
+// (a data dir holding another cluster's state joined to a live cluster; a
+// storage fault when Config.OnFatal is nil, wrapping ErrStorageFault).
 // The node stays open; the caller closes it and exits.
 func (n *Node) Fatal() <-chan error { return n.fatal }
 

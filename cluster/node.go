@@ -60,6 +60,8 @@ type Node struct {
 
 	// fatal receives the fault the node cannot run past (Fatal).
 	fatal chan error
+	// faults reports storage faults (Config.OnFatal).
+	faults *faultReporter
 	// refusals reports Raft connections refused for another cluster.
 	refusals refusalLog
 
@@ -85,12 +87,13 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	log := cfg.Logger.With("node", cfg.NodeID)
-	machine, err := openMachine(cfg, log)
+	faults := newFaultReporter(cfg.OnFatal)
+	machine, err := openMachine(cfg, log, faults.report)
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: log, fsm: newTrackedFSM(machine), opened: time.Now(),
-		leaderNotify: make(chan bool, 16), commits: newCommitter(), stop: make(chan struct{}), fatal: make(chan error, 1)}
+	n := &Node{cfg: cfg, log: log, fsm: newTrackedFSM(machine), opened: time.Now(), faults: faults,
+		leaderNotify: make(chan bool, 16), commits: newCommitter(), stop: make(chan struct{}), fatal: faults.ch}
 	n.refusals.log = log
 	n.snaps = newStoreSnapshots(n.Machine)
 	n.fsm.installs = n.snaps
@@ -154,7 +157,7 @@ func (n *Node) openRaft() (bool, error) {
 	if n.stores, err = openStores(n.cfg.DataDir, n.cfg.LogSegmentSize, n.log); err != nil {
 		return false, err
 	}
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr, JSONFormat: n.cfg.LogJSON})
+	hlog := newRaftLogger(n.log.With("component", "raft"), hclog.Warn)
 	if err := n.checkStoredState(n.stores.log); err != nil {
 		return false, err
 	}
@@ -177,7 +180,7 @@ func (n *Node) openRaft() (bool, error) {
 		return false, fmt.Errorf("inspect raft state: %w", err)
 	}
 	logs := &guardedLogStore{LogStore: n.stores.log, stallTimeout: n.cfg.DiskStallTimeout,
-		faults: n.cfg.Faults, log: n.log, exit: n.cfg.exit}
+		faults: n.cfg.Faults, log: n.log, fatal: n.faults.report}
 	n.fsm.logs, n.fsm.log = logs, n.log
 	n.trans.watchLog(logs, n.log)
 	// raft reads every entry back after appending it: the leader to send

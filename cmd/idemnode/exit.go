@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -27,6 +28,11 @@ const (
 // exitFailed is what serve and the local subcommands exit with on a
 // failure at run time.
 const exitFailed = 1
+
+// exitStorage is what serve and snapshot restore exit with when the disk
+// failed a Raft log write or a store read or write (cluster.ErrStorageFault):
+// restart it (docs/OPERATIONS.md).
+const exitStorage = 3
 
 // exitCodesHelp is the table above as every client subcommand's --help and
 // the README show it.
@@ -65,8 +71,9 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return "exit status " + strconv.Itoa(e.code) }
 
 // exitCodeOf is the exit code of what a command returned: an answer's code,
-// a failed call's, a runtime failure (1) or, for anything else, a usage
-// error (2: cobra's own parse errors, bad flag values).
+// a failed call's, a storage fault (3), a runtime failure (1) or, for
+// anything else, a usage error (2: cobra's own parse errors, bad flag
+// values).
 func exitCodeOf(err error) int {
 	var answered exitError
 	var failed *callError
@@ -74,6 +81,8 @@ func exitCodeOf(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.Is(err, cluster.ErrStorageFault):
+		return exitStorage
 	case errors.As(err, &answered):
 		return answered.code
 	case errors.As(err, &failed):

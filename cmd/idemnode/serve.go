@@ -283,7 +283,6 @@ func serve(ctx context.Context, f serveFlags) error {
 		SnapshotInterval:   f.snapshotInterval,
 		ExpiryInterval:     f.expiryInterval,
 		Clock:              f.faults.clock(),
-		LogJSON:            f.logFormat == "json",
 		DiskStallTimeout:   f.diskStallTimeout,
 		Faults:             f.faults.cluster(),
 		StoreCacheSize:     f.cacheSize,
@@ -292,6 +291,9 @@ func serve(ctx context.Context, f serveFlags) error {
 		StoreScrubPeriod:   f.scrubPeriod,
 		Logger:             log,
 		Metrics:            reg,
+		// Crash-only: a storage fault ends the process at once, before
+		// raft goes on from a log position the disk may not hold.
+		OnFatal: func(error) { os.Exit(exitStorage) },
 	})
 	if err != nil {
 		grpcLn.Close()
