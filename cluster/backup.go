@@ -82,12 +82,10 @@ func RestoreBackup(dataDir, nodeID, raftAddr string, backup io.Reader) (BackupIn
 	// first one is what the caller hears (faulted).
 	faults := newFaultReporter(nil)
 	faulted := func(err error) error {
-		select {
-		case fault := <-faults.ch:
+		if fault := faults.fault(); fault != nil {
 			return fault
-		default:
-			return err
 		}
+		return err
 	}
 	m, err := openMachine(Config{DataDir: dataDir}, slog.Default(), faults.report)
 	if err != nil {

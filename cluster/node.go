@@ -58,9 +58,8 @@ type Node struct {
 	// (Unix ns; upgrade.go).
 	withheldWarned atomic.Int64
 
-	// fatal receives the fault the node cannot run past (Fatal).
-	fatal chan error
-	// faults reports storage faults (Config.OnFatal).
+	// faults holds the fault the node cannot run past (Fatal), and
+	// reports storage faults to Config.OnFatal.
 	faults *faultReporter
 	// refusals reports Raft connections refused for another cluster.
 	refusals refusalLog
@@ -93,7 +92,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: log, fsm: newTrackedFSM(machine), opened: time.Now(), faults: faults,
-		leaderNotify: make(chan bool, 16), commits: newCommitter(), stop: make(chan struct{}), fatal: faults.ch}
+		leaderNotify: make(chan bool, 16), commits: newCommitter(), stop: make(chan struct{})}
 	n.refusals.log = log
 	n.snaps = newStoreSnapshots(n.Machine)
 	n.fsm.installs = n.snaps
