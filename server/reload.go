@@ -17,10 +17,10 @@ import (
 // once.
 const reloadPoll = 10 * time.Second
 
-// reloader is the one mechanism that re-reads a server's files: the gossip
-// key file and the tokens file when they change (polled) and on Reload,
-// the certificates on Reload (they also reload by themselves on the first
-// handshake after their files change, internal/tlsconfig).
+// reloader is the one mechanism that re-reads a server's files: the
+// certificates, the gossip key file and the tokens file, when they change
+// (polled) and on Reload. (A handshake also takes in a certificate whose
+// files changed since the last poll: internal/tlsconfig checks them on use.)
 type reloader struct {
 	certs *tlsconfig.Node // nil without TLS
 	files []*watchedFile
@@ -28,10 +28,13 @@ type reloader struct {
 }
 
 // watching reports whether anything is polled.
-func (r *reloader) watching() bool { return len(r.files) > 0 }
+func (r *reloader) watching() bool { return r.certs != nil || len(r.files) > 0 }
 
 // poll applies the files that changed.
 func (r *reloader) poll() {
+	if r.certs != nil {
+		r.certs.Refresh()
+	}
 	for _, f := range r.files {
 		f.check(false)
 	}
