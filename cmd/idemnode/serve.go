@@ -223,8 +223,7 @@ func serve(ctx context.Context, f serveFlags) error {
 		case <-ctx.Done():
 			log.Info("shutting down")
 		case <-hup:
-			log.Info("SIGHUP: reloading certificates, gossip keys and tokens")
-			srv.Reload()
+			srv.Reload() // logged by the server
 		case fatal = <-srv.Err():
 			// A listener failed, or the node cannot go on (its data dir
 			// holds another cluster's state): leave gossip and stop like
