@@ -83,10 +83,18 @@ func RestoreBackup(dataDir, nodeID, raftAddr string, backup io.Reader) (BackupIn
 		return BackupInfo{}, err
 	}
 	defer logs.Close()
-	cfg := Config{DataDir: dataDir, exit: os.Exit}
-	m, err := openMachine(cfg, slog.Default())
+	// A storage fault while the backup is read in fails the restore; the
+	// first one is what the caller hears (faulted).
+	faults := newFaultReporter(nil)
+	faulted := func(err error) error {
+		if fault := faults.fault(); fault != nil {
+			return fault
+		}
+		return err
+	}
+	m, err := openMachine(Config{DataDir: dataDir}, slog.Default(), faults.report)
 	if err != nil {
-		return BackupInfo{}, err
+		return BackupInfo{}, faulted(err)
 	}
 	defer m.Close()
 	existing, err := raft.HasExistingState(logs.log, logs.stable, newStoreSnapshots(func() *fsm.Machine { return m }))
@@ -101,6 +109,9 @@ func RestoreBackup(dataDir, nodeID, raftAddr string, backup io.Reader) (BackupIn
 	cr := &countingReader{r: io.TeeReader(backup, h)}
 	info, err := m.RestoreWith(cr, fsm.Meta{Term: 1, Config: raft.EncodeConfiguration(conf), Cluster: NewClusterID()})
 	if err != nil {
+		if fault := faulted(nil); fault != nil {
+			return BackupInfo{}, fault
+		}
 		return BackupInfo{}, fmt.Errorf("backup is not usable: %w", err)
 	}
 	// The first election must start above the term the store's index holds.

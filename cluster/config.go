@@ -2,8 +2,6 @@ package cluster
 
 import (
 	"fmt"
-	"os"
-
 	"log/slog"
 	"time"
 
@@ -73,8 +71,9 @@ type Config struct {
 	// to; 0 means DefaultLogSegmentSize.
 	LogSegmentSize int
 
-	// DiskStallTimeout makes the node exit when a Raft log write takes
-	// longer (see guardedLogStore); 0 disables the watchdog.
+	// DiskStallTimeout makes the node report a storage fault (OnFatal)
+	// when a Raft log write takes longer (see guardedLogStore); 0 disables
+	// the watchdog.
 	DiskStallTimeout time.Duration
 
 	// StoreCacheSize, StoreMemTableSize and StoreKeyFilterSize bound the
@@ -101,16 +100,22 @@ type Config struct {
 	// empty, so no setting can make a node deliberately incorrect.
 	Faults Faults
 
-	// Logger receives the node's logs; nil means slog.Default().
+	// Logger receives the node's logs, raft's and memberlist's included;
+	// nil means slog.Default().
 	Logger *slog.Logger
-	// LogJSON makes raft's own log lines JSON, like the rest of the logs.
-	LogJSON bool
 	// Metrics receives the node's Prometheus series; nil registers none.
 	Metrics prometheus.Registerer
 
-	// exit ends the process when the Raft log cannot be written
-	// (guardedLogStore); nil means os.Exit. Tests set it (export_test.go).
-	exit func(code int)
+	// OnFatal is called, on the goroutine that hit it, with a storage fault
+	// the node cannot run past (the error wraps ErrStorageFault): a Raft
+	// log write failed or stalled, or the store failed a read or write. The
+	// node is crash-only: the log's in-memory position may be ahead of the
+	// disk, so only a restart, which reads the disk again, recovers it.
+	// A process that runs one node ends itself here (idemnode serve exits
+	// with code 3, and its supervisor restarts it); the package never ends
+	// the process. Nil: the fault is sent on Fatal's channel instead, and
+	// the caller must close the node.
+	OnFatal func(error)
 }
 
 // withDefaults fills zero values and checks the rest.
@@ -153,9 +158,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real()
-	}
-	if c.exit == nil {
-		c.exit = os.Exit
 	}
 	return c, nil
 }

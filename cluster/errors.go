@@ -35,4 +35,8 @@ var (
 	// that differs from its peers'; the remedy is to wipe the data dir and
 	// let the node rejoin, which copies the state from the leader.
 	ErrCorrupt = errors.New("corrupt")
+	// ErrStorageFault is what Config.OnFatal receives: the disk failed a
+	// Raft log write or a store read or write, or a log write stalled. The
+	// node must stop; a restart recovers what is on disk.
+	ErrStorageFault = errors.New("storage fault")
 )

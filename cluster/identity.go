@@ -187,16 +187,15 @@ func admits(ours string, m Member) error {
 // what to do with it (Fatal).
 func (n *Node) fail(err error) {
 	n.log.Error("stopping", "err", err)
-	select {
-	case n.fatal <- err:
-	default:
-	}
+	n.faults.hold(err)
 }
 
 // Fatal returns a channel that receives an error when the node cannot go on
-// (a data dir holding another cluster's state joined to a live cluster).
-// The node stays open; the caller closes it and exits.
-func (n *Node) Fatal() <-chan error { return n.fatal }
+// (a data dir holding another cluster's state joined to a live cluster; a
+// storage fault when Config.OnFatal is nil, wrapping ErrStorageFault).
+// The node stays open; the caller closes it and exits. Every caller's
+// channel receives the fault; none does once the node is closed.
+func (n *Node) Fatal() <-chan error { return n.faults.wait(n.stop) }
 
 // refusedPeer reports a Raft connection refused for another cluster.
 func (n *Node) refusedPeer(peer string, theirs []byte, accepting bool) {

@@ -64,11 +64,11 @@ func newInstallRig(t *testing.T) *installRig {
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg, err := Config{NodeID: "f", DataDir: dir, RaftAddr: "f",
-		exit: func(code int) { t.Errorf("follower exited with code %d", code) }}.withDefaults()
+		OnFatal: func(err error) { t.Errorf("follower stopped: %v", err) }}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
-	machine, err := openMachine(cfg, log)
+	machine, err := openMachine(cfg, log, cfg.OnFatal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func newInstallRig(t *testing.T) *installRig {
 	}
 	tracked := newTrackedFSM(machine)
 	tracked.installs = newStoreSnapshots(func() *fsm.Machine { return machine })
-	logs := &guardedLogStore{LogStore: st.log, log: log, exit: cfg.exit}
+	logs := &guardedLogStore{LogStore: st.log, log: log, fatal: cfg.OnFatal}
 	tracked.logs, tracked.log = logs, log
 	cached, err := raft.NewLogCache(logCacheEntries, logs)
 	if err != nil {
@@ -155,7 +155,7 @@ func (g *installRig) installSnapshot(index uint64) error {
 // failed counts the store's failures. The store closes with the test.
 func (g *installRig) leaderSnapshot(index uint64, failed func(stage string)) (*raft.SnapshotMeta, io.ReadCloser) {
 	g.t.Helper()
-	leaderMachine, err := openMachine(Config{DataDir: g.t.TempDir(), exit: func(int) {}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	leaderMachine, err := openMachine(Config{DataDir: g.t.TempDir()}, slog.New(slog.NewTextHandler(io.Discard, nil)), func(error) {})
 	if err != nil {
 		g.t.Fatal(err)
 	}

@@ -10,8 +10,9 @@ import (
 )
 
 // guardedLogStore makes the Raft log crash-only: a write that fails or
-// hangs ends the process, and the supervisor's restart recovers the log from
-// what is on disk, like after any crash. It also holds, in a fault build,
+// hangs is a storage fault (Config.OnFatal), on which the process ends, and
+// the supervisor's restart recovers the log from what is on disk, like after
+// any crash. It also holds, in a fault build,
 // a stall switch, and answers a compacted entry as not found (GetLog).
 //
 // A failed write: after an append fails (a full disk, an I/O error, a
@@ -30,14 +31,12 @@ type guardedLogStore struct {
 	// release build's is empty and its wait compiles to nothing.
 	faults Faults
 	log    *slog.Logger
-	exit   func(code int)
+	// fatal reports a storage fault (Node.storageFault).
+	fatal func(error)
 	// keepLogOnce answers raft's question after the next installed
 	// snapshot (install.go).
 	keepLogOnce atomic.Bool
 }
-
-// exitLogWrite is the exit code of a node whose log write failed or hung.
-const exitLogWrite = 3
 
 // StoreLog stores one entry under the watchdog.
 func (g *guardedLogStore) StoreLog(l *raft.Log) error {
@@ -79,8 +78,8 @@ func (g *guardedLogStore) guard(write func() error) error {
 			select {
 			case <-done:
 			default:
-				g.log.Error("raft log write stalled; exiting so a healthy node can lead", "timeout", g.stallTimeout)
-				g.exit(exitLogWrite)
+				g.log.Error("raft log write stalled; stopping so a healthy node can lead", "timeout", g.stallTimeout)
+				g.fatal(fmt.Errorf("%w: a raft log write stalled for more than %s", ErrStorageFault, g.stallTimeout))
 			}
 		})
 		defer timer.Stop()
@@ -88,9 +87,10 @@ func (g *guardedLogStore) guard(write func() error) error {
 	}
 	g.faults.waitWhileStalled()
 	if err := write(); err != nil {
-		g.log.Error("raft log write failed; exiting so that a restart recovers the log from disk", "err", err, "advice", failureAdvice(err))
-		g.exit(exitLogWrite)
-		return fmt.Errorf("store raft log: %w", err)
+		g.log.Error("raft log write failed; stopping so that a restart recovers the log from disk", "err", err, "advice", failureAdvice(err))
+		err = fmt.Errorf("store raft log: %w", err)
+		g.fatal(fmt.Errorf("%w: %w", ErrStorageFault, err))
+		return err
 	}
 	return nil
 }

@@ -63,8 +63,9 @@ type Node struct {
 	// closeStores.
 	dirLock io.Closer
 
-	// fatal receives the fault the node cannot run past (Fatal).
-	fatal chan error
+	// faults holds the fault the node cannot run past (Fatal), and
+	// reports storage faults to Config.OnFatal.
+	faults *faultReporter
 	// refusals reports Raft connections refused for another cluster.
 	refusals refusalLog
 
@@ -95,13 +96,14 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	log := cfg.Logger.With("node", cfg.NodeID)
-	machine, err := openMachine(cfg, log)
+	faults := newFaultReporter(cfg.OnFatal)
+	machine, err := openMachine(cfg, log, faults.report)
 	if err != nil {
 		dirLock.Close()
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: log, fsm: newTrackedFSM(machine), opened: time.Now(), dirLock: dirLock,
-		leaderNotify: make(chan bool, 16), commits: newCommitter(), stop: make(chan struct{}), fatal: make(chan error, 1)}
+	n := &Node{cfg: cfg, log: log, fsm: newTrackedFSM(machine), opened: time.Now(), dirLock: dirLock, faults: faults,
+		leaderNotify: make(chan bool, 16), commits: newCommitter(), stop: make(chan struct{})}
 	n.refusals.log = log
 	n.snaps = newStoreSnapshots(n.Machine)
 	n.fsm.installs = n.snaps
@@ -165,7 +167,7 @@ func (n *Node) openRaft() (bool, error) {
 	if n.stores, err = openStores(n.cfg.DataDir, n.cfg.LogSegmentSize, n.log); err != nil {
 		return false, err
 	}
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr, JSONFormat: n.cfg.LogJSON})
+	hlog := newRaftLogger(n.log.With("component", "raft"), hclog.Warn)
 	if err := n.checkStoredState(n.stores.log); err != nil {
 		return false, err
 	}
@@ -188,7 +190,7 @@ func (n *Node) openRaft() (bool, error) {
 		return false, fmt.Errorf("inspect raft state: %w", err)
 	}
 	logs := &guardedLogStore{LogStore: n.stores.log, stallTimeout: n.cfg.DiskStallTimeout,
-		faults: n.cfg.Faults, log: n.log, exit: n.cfg.exit}
+		faults: n.cfg.Faults, log: n.log, fatal: n.faults.report}
 	n.fsm.logs, n.fsm.log = logs, n.log
 	n.trans.watchLog(logs, n.log)
 	// raft reads every entry back after appending it: the leader to send

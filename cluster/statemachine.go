@@ -23,23 +23,22 @@ const (
 	legacySnapshotDir = "snapshots"
 )
 
-// exitStore is the exit code of a node whose store failed a read or write:
-// the same as a failed log write, since the disk is at fault either way.
-const exitStore = exitLogWrite
-
 // openMachine opens the node's store and the Machine over it. A data dir of
 // an in-memory release (full snapshots and a log, no store) is migrated
 // first: raft will not restore its snapshot (the node starts raft with
 // NoSnapshotRestoreOnStart, and the store is raft's snapshot from now on),
 // so the newest one is loaded into a new store here, and raft then replays
 // the log after it.
-func openMachine(cfg Config, log *slog.Logger) (*fsm.Machine, error) {
+//
+// fatal receives a store fault: the same as a failed log write, since the
+// disk is at fault either way.
+func openMachine(cfg Config, log *slog.Logger, fatal func(error)) (*fsm.Machine, error) {
 	dir := filepath.Join(cfg.DataDir, storeDir)
 	s, err := store.Open(dir, store.Options{
 		CacheSize: cfg.StoreCacheSize, MemTableSize: cfg.StoreMemTableSize, KeyFilterSize: cfg.StoreKeyFilterSize,
 		Fatal: func(err error) {
 			log.Error("the store failed: stopping", "err", err, "advice", failureAdvice(err))
-			cfg.exit(exitStore)
+			fatal(fmt.Errorf("%w: the store: %w", ErrStorageFault, err))
 		},
 	})
 	if err != nil {

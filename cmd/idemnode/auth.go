@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
@@ -13,102 +12,44 @@ import (
 
 	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/rpc"
+	idemserver "github.com/idemnode/idemnode/server"
 )
 
-// authFlags are serve's flags for tenants from credentials and for the
-// per-tenant limits.
+// authFlags are serve's flags for tenants from credentials (server.Auth)
+// and for the per-tenant quotas.
 type authFlags struct {
-	enabled    bool
-	tokensFile string
-	certTenant string
-	admins     []string
-	peers      []string
-	delegates  []string
-
-	claimRate  float64
-	claimBurst int
-	maxKeys    uint64
-	maxBytes   uint64
+	idemserver.Auth
+	maxKeys  uint64
+	maxBytes uint64
 }
 
 func (a *authFlags) register(fl *pflag.FlagSet) {
-	fl.BoolVar(&a.enabled, "auth", false, "take each call's tenant from its credentials (a bearer token or a client certificate), never from the request")
-	fl.StringVar(&a.tokensFile, "auth-tokens-file", "", "file of '<sha256-hex> <tenant> [admin]' lines (see 'idemnode auth hash-token'); re-read on change and SIGHUP")
-	fl.StringVar(&a.certTenant, "auth-cert-tenant", rpc.DefaultCertMapping,
+	fl.BoolVar(&a.Enabled, "auth", false, "take each call's tenant from its credentials (a bearer token or a client certificate), never from the request")
+	fl.StringVar(&a.TokensFile, "auth-tokens-file", "", "file of '<sha256-hex> <tenant> [admin]' lines (see 'idemnode auth hash-token'); re-read on change and SIGHUP")
+	fl.StringVar(&a.CertTenant, "auth-cert-tenant", rpc.DefaultCertMapping,
 		"how a verified client certificate names its tenant: san-uri-prefix:<prefix>, san-dns-suffix:.<suffix>, cn or none")
-	fl.StringSliceVar(&a.admins, "auth-admin", nil, "tenants whose credentials may call the admin RPCs (comma-separated)")
-	fl.StringSliceVar(&a.peers, "auth-peer", nil,
+	fl.StringSliceVar(&a.Admins, "auth-admin", nil, "tenants whose credentials may call the admin RPCs (comma-separated)")
+	fl.StringSliceVar(&a.Peers, "auth-peer", nil,
 		"certificate names (CN, DNS or URI SAN) of the other nodes, whose forwarded calls carry the tenant their origin derived")
-	fl.StringSliceVar(&a.delegates, "auth-delegate", nil,
+	fl.StringSliceVar(&a.Delegates, "auth-delegate", nil,
 		"tenants whose credentials may act for any tenant, naming it in each request: an idemnode proxy serving many tenants (comma-separated)")
-	fl.Float64Var(&a.claimRate, "tenant-claim-rate", 0, "claims per second one tenant may send to this node (0: unlimited)")
-	fl.IntVar(&a.claimBurst, "tenant-claim-burst", 0, "claims one tenant may send at once (default: the rate, at least 1)")
+	fl.Float64Var(&a.ClaimRate, "tenant-claim-rate", 0, "claims per second one tenant may send to this node (0: unlimited)")
+	fl.IntVar(&a.ClaimBurst, "tenant-claim-burst", 0, "claims one tenant may send at once (default: the rate, at least 1)")
 	fl.Uint64Var(&a.maxKeys, "tenant-max-keys", 0, "records one tenant may store, cluster-wide (0: unlimited)")
 	fl.Uint64Var(&a.maxBytes, "tenant-max-bytes", 0, "bytes one tenant may store, cluster-wide (0: unlimited)")
 }
 
-// validate checks the flags; clientCerts says whether the server verifies
-// client certificates at all.
-func (a *authFlags) validate(fl *pflag.FlagSet, clientCerts bool) error {
-	if !a.enabled {
+// validate refuses the auth flags given without --auth; the server checks
+// the rest (server.Auth).
+func (a *authFlags) validate(fl *pflag.FlagSet) error {
+	if !a.Enabled {
 		for _, name := range []string{"auth-tokens-file", "auth-cert-tenant", "auth-admin", "auth-peer", "auth-delegate"} {
 			if fl.Changed(name) {
 				return fmt.Errorf("--%s needs --auth", name)
 			}
 		}
 	}
-	if a.enabled && a.tokensFile == "" && (!clientCerts || a.certTenant == "none") {
-		return errors.New("--auth needs --auth-tokens-file, or client certificates (--tls-client-ca) with --auth-cert-tenant")
-	}
-	if _, err := rpc.ParseCertMapping(a.certTenant); err != nil {
-		return fmt.Errorf("--auth-cert-tenant: %w", err)
-	}
-	if a.claimRate < 0 || a.claimBurst < 0 {
-		return fmt.Errorf("--tenant-claim-rate and --tenant-claim-burst must not be negative")
-	}
-	if a.claimBurst == 0 {
-		a.claimBurst = max(1, int(a.claimRate))
-	}
 	return nil
-}
-
-// applyLimits puts the tenant quotas into the API's limits.
-func (a *authFlags) applyLimits(l *rpc.Limits) {
-	l.TenantMaxKeys, l.TenantMaxBytes = a.maxKeys, a.maxBytes
-}
-
-// interceptors returns the unary and stream interceptors the flags ask for,
-// authentication first (it fills in the tenant the rate counts against),
-// and the tokens table to watch for changes (nil without one).
-func (a *authFlags) interceptors(maxTenant int, log *slog.Logger) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor, *rpc.TokenTable, error) {
-	var unary []grpc.UnaryServerInterceptor
-	var stream []grpc.StreamServerInterceptor
-	var tokens *rpc.TokenTable
-	if a.enabled {
-		var err error
-		if a.tokensFile != "" {
-			if tokens, err = rpc.LoadTokenTable(a.tokensFile, maxTenant); err != nil {
-				return nil, nil, nil, err
-			}
-		}
-		certs, _ := rpc.ParseCertMapping(a.certTenant) // checked by validate
-		auth, err := rpc.NewAuthenticator(rpc.AuthConfig{Tokens: tokens, Certs: certs, Admins: a.admins,
-			Peers: a.peers, Delegates: a.delegates, MaxTenant: maxTenant, Log: log})
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		unary, stream = append(unary, auth.UnaryInterceptor()), append(stream, auth.StreamInterceptor())
-	} else {
-		log.Warn("authentication is off: every call names its own tenant; run with --auth in production")
-	}
-	if a.claimRate > 0 {
-		rate, err := rpc.NewClaimRateLimit(a.claimRate, a.claimBurst)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		unary = append(unary, rate.UnaryInterceptor())
-	}
-	return unary, stream, tokens, nil
 }
 
 // clientAuth are the client subcommands' credential flags.

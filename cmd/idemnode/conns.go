@@ -96,3 +96,8 @@ func (c *connFlags) fit(log *slog.Logger) error {
 func (c *connFlags) config(l *listenerCap, m *netlimit.Metrics) netlimit.Config {
 	return netlimit.Config{Name: l.name, Max: l.max, MaxPerIP: c.perIP, Metrics: m}
 }
+
+// cap is listener l's cap, for the server to fit (server.Conns).
+func (c *connFlags) cap(l *listenerCap) netlimit.Cap {
+	return netlimit.Cap{Name: "--" + l.flag, Max: l.max, Set: c.fl.Changed(l.flag)}
+}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/idemnode/idemnode/client"
+	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -28,6 +29,11 @@ const (
 // exitFailed is what serve and the local subcommands exit with on a
 // failure at run time.
 const exitFailed = 1
+
+// exitStorage is what serve and snapshot restore exit with when the disk
+// failed a Raft log write or a store read or write (cluster.ErrStorageFault):
+// restart it (docs/OPERATIONS.md).
+const exitStorage = 3
 
 // exitCodesHelp is the table above as every client subcommand's --help and
 // the README show it.
@@ -78,8 +84,9 @@ var failureExit = map[client.Kind]int{
 }
 
 // exitCodeOf is the exit code of what a command returned: an answer's code,
-// a failed call's, a runtime failure (1) or, for anything else, a usage
-// error (2: cobra's own parse errors, bad flag values).
+// a failed call's, a storage fault (3), a runtime failure (1) or, for
+// anything else, a usage error (2: cobra's own parse errors, bad flag
+// values).
 func exitCodeOf(err error) int {
 	var answered exitError
 	var failed *client.Failure
@@ -88,6 +95,8 @@ func exitCodeOf(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.Is(err, cluster.ErrStorageFault):
+		return exitStorage
 	case errors.As(err, &answered):
 		return answered.code
 	case errors.As(err, &failed):

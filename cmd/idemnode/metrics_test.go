@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	idemserver "github.com/idemnode/idemnode/server"
 )
 
 // scrape returns the value of every series on /metrics, keyed by the
@@ -72,7 +74,7 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 		`idemnode_snapshot_failures_total{stage="send"}`:                   0,
 		`idemnode_snapshot_failures_total{stage="install"}`:                0,
 		`idemnode_snapshot_failures_total{stage="restore"}`:                0,
-		`go_gc_gomemlimit_bytes`:                                           DefaultMemoryLimit - codeMemory, // --memory-limit's default
+		`go_gc_gomemlimit_bytes`:                                           float64(idemserver.RuntimeMemoryLimit(idemserver.DefaultMemoryLimit)), // --memory-limit's default
 	}
 	for series, v := range want {
 		if got, ok := m[series]; !ok || got != v {

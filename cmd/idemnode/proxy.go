@@ -21,6 +21,7 @@ import (
 	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/internal/netlimit"
 	"github.com/idemnode/idemnode/proxy"
+	idemserver "github.com/idemnode/idemnode/server"
 )
 
 type proxyFlags struct {
@@ -149,7 +150,7 @@ func runProxy(ctx context.Context, f proxyFlags) error {
 		return err
 	}
 	connMetrics := netlimit.NewMetrics(reg)
-	ln, err := listenLimited(f.listen, f.conns.config(f.proxyConns, connMetrics))
+	ln, err := idemserver.ListenLimited(f.listen, f.conns.config(f.proxyConns, connMetrics))
 	if err != nil {
 		return runtimeError{err}
 	}
@@ -157,13 +158,13 @@ func runProxy(ctx context.Context, f proxyFlags) error {
 	defer stop()
 	ready := proxy.WatchCluster(ctx, cl, 2*time.Second, log)
 	errc := make(chan error, 2)
-	srv := newHTTPServer(h, 10*time.Second, f.conns.readTimeout)
+	srv := idemserver.NewHTTPServer(h, 10*time.Second, f.conns.readTimeout)
 	go func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("proxy: %w", err)
 		}
 	}()
-	opsSrv, err := startHTTP(f.httpAddr, proxy.OpsHandler(reg, ready), f.conns.config(f.httpConns, connMetrics), f.conns.readTimeout, errc)
+	opsSrv, _, err := idemserver.ServeHTTP(f.httpAddr, proxy.OpsHandler(reg, ready), f.conns.config(f.httpConns, connMetrics), f.conns.readTimeout, errc)
 	if err != nil {
 		return runtimeError{err}
 	}
@@ -178,7 +179,7 @@ func runProxy(ctx context.Context, f proxyFlags) error {
 	// Guarded requests in flight finish and record their answer before the
 	// cluster client closes: cut off, their keys would stay pending and the
 	// retries would run the upstream again after the lease.
-	stopHTTPServer(srv, f.upstreamTimeout+f.bodyTimeout+15*time.Second) // the SDK finishes within 10s
+	idemserver.StopHTTPServer(srv, f.upstreamTimeout+f.bodyTimeout+15*time.Second) // the SDK finishes within 10s
 	if opsSrv != nil {
 		opsSrv.Close()
 	}

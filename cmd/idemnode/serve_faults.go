@@ -3,14 +3,11 @@
 package main
 
 import (
-	"log/slog"
 	"time"
 
 	"github.com/spf13/pflag"
 
-	"github.com/idemnode/idemnode/clock"
-	"github.com/idemnode/idemnode/cluster"
-	"github.com/idemnode/idemnode/rpc"
+	idemserver "github.com/idemnode/idemnode/server"
 )
 
 // faultFlags are serve's fault-injection flags, for the jepsen harness
@@ -31,34 +28,7 @@ func (ff *faultFlags) register(fl *pflag.FlagSet) {
 	}
 }
 
-// clock is the real clock shifted by --fault-clock-offset (nil, the real
-// clock, without it).
-func (ff *faultFlags) clock() clock.Clock {
-	if ff.clockOffset == 0 {
-		return nil
-	}
-	return clock.Offset(clock.Real(), ff.clockOffset)
-}
-
-// cluster returns the node's switches: the stall file and the planted store bug.
-func (ff *faultFlags) cluster() cluster.Faults {
-	return cluster.Faults{DiskStallFile: ff.stallFile, AppliedAhead: ff.bug == cluster.BugAppliedAhead}
-}
-
-// rpcOptions returns the option that plants --fault-bug in the API (none
-// for the store's bug), and warns loudly that the node is incorrect.
-func (ff *faultFlags) rpcOptions(log *slog.Logger) ([]rpc.Option, error) {
-	if ff.bug == "" {
-		return nil, nil
-	}
-	var opts []rpc.Option
-	if ff.bug != cluster.BugAppliedAhead {
-		bug, err := rpc.WithPlantedBug(ff.bug)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, bug)
-	}
-	log.Warn("FAULT INJECTION: planted bug enabled; this node is deliberately incorrect", "bug", ff.bug)
-	return opts, nil
+// config is the server's fault settings.
+func (ff *faultFlags) config() idemserver.Faults {
+	return idemserver.Faults{ClockOffset: ff.clockOffset, DiskStallFile: ff.stallFile, Bug: ff.bug}
 }

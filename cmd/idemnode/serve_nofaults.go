@@ -3,13 +3,9 @@
 package main
 
 import (
-	"log/slog"
-
 	"github.com/spf13/pflag"
 
-	"github.com/idemnode/idemnode/clock"
-	"github.com/idemnode/idemnode/cluster"
-	"github.com/idemnode/idemnode/rpc"
+	idemserver "github.com/idemnode/idemnode/server"
 )
 
 // faultFlags is empty in the release build: serve has no fault-injection
@@ -19,8 +15,4 @@ type faultFlags struct{}
 
 func (faultFlags) register(*pflag.FlagSet) {}
 
-func (faultFlags) clock() clock.Clock { return nil }
-
-func (faultFlags) cluster() cluster.Faults { return cluster.Faults{} }
-
-func (faultFlags) rpcOptions(*slog.Logger) ([]rpc.Option, error) { return nil, nil }
+func (faultFlags) config() idemserver.Faults { return idemserver.Faults{} }

@@ -2,16 +2,14 @@ package testcluster
 
 import (
 	"crypto/tls"
-	"log/slog"
+	"encoding/base64"
+	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/internal/testpki"
-	"github.com/idemnode/idemnode/internal/tlsconfig"
-	"github.com/idemnode/idemnode/rpc"
+	"github.com/idemnode/idemnode/server"
 )
 
 // Security is the key material of a cluster run with TLS, generated in the
@@ -47,16 +45,10 @@ func (s *Security) ClientTLS(t testing.TB) *tls.Config {
 	return c
 }
 
-// wiring is what start passes to the node, its gRPC server and its client.
-type wiring struct {
-	serverOpts  []grpc.ServerOption
-	apiOpts     []rpc.Option
-	clientCreds credentials.TransportCredentials
-}
-
-// secure writes nd's certificates into dir and wires TLS into cfg and w,
-// as `serve` does from its flags.
-func (s *Security) secure(t testing.TB, nd *Node, dir string, cfg *cluster.Config, w *wiring) error {
+// secure writes nd's certificates into dir and puts them, with the
+// gossip keyring, into cfg as serve's TLS flags would; it returns the
+// credentials of the node's test client.
+func (s *Security) secure(t testing.TB, nd *Node, dir string, cfg *server.Config) (credentials.TransportCredentials, error) {
 	issuer, keys := s.CA, s.GossipKeys
 	if nd.Issuer != nil {
 		issuer = nd.Issuer
@@ -64,19 +56,16 @@ func (s *Security) secure(t testing.TB, nd *Node, dir string, cfg *cluster.Confi
 	if nd.GossipKeys != nil {
 		keys = nd.GossipKeys
 	}
-	files := tlsconfig.NodeFiles{PeerCA: testpki.WriteFile(t, dir, "cluster-ca.crt", issuer.PEM)}
-	files.Cert, files.Key = issuer.Issue(t, nd.ID, nd.IP).Write(t, dir, "node")
+	tls := &cfg.TLS
+	tls.PeerCA = testpki.WriteFile(t, dir, "cluster-ca.crt", issuer.PEM)
+	tls.Cert, tls.Key = issuer.Issue(t, nd.ID, nd.IP).Write(t, dir, "node")
 	if s.ClientCA != nil {
-		files.ClientCA = testpki.WriteFile(t, dir, "client-ca.crt", s.ClientCA.PEM)
+		tls.ClientCA = testpki.WriteFile(t, dir, "client-ca.crt", s.ClientCA.PEM)
 	}
-	tn, err := tlsconfig.LoadNode(files, slog.Default())
-	if err != nil {
-		return err
+	var ring []string
+	for _, k := range keys {
+		ring = append(ring, base64.StdEncoding.EncodeToString(k))
 	}
-	cfg.PeerTLS = &cluster.PeerTLS{Server: tn.PeerServer(), Client: tn.PeerClient()}
-	cfg.GossipKeys = keys
-	w.serverOpts = append(w.serverOpts, grpc.Creds(credentials.NewTLS(tn.GRPCServer())))
-	w.apiOpts = append(w.apiOpts, rpc.WithPeerCredentials(credentials.NewTLS(tn.PeerClient())))
-	w.clientCreds = credentials.NewTLS(s.ClientTLS(t))
-	return nil
+	tls.GossipKey = strings.Join(ring, "\n") // none: plaintext gossip
+	return credentials.NewTLS(s.ClientTLS(t)), nil
 }

@@ -1,14 +1,15 @@
 // Package testcluster runs an idemnode cluster inside a test process: real
-// Raft, memberlist and gRPC servers, each node on its own loopback address
-// (127.0.<subnet>.<10+i>) with every outgoing connection bound to it, so
-// address-based partitions (package netfault) cut a node off for real.
+// Raft, memberlist and gRPC servers started by server.Start, as serve starts
+// them (the production interceptors, limits, metrics, auth and JSON API),
+// each node on its own loopback address (127.0.<subnet>.<10+i>) with every
+// outgoing connection bound to it, so address-based partitions (package
+// netfault) cut a node off for real.
 package testcluster
 
 import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -24,7 +25,7 @@ import (
 	"github.com/idemnode/idemnode/internal/testpki"
 	"github.com/idemnode/idemnode/rpc"
 	"github.com/idemnode/idemnode/rpc/idempb"
-	"github.com/idemnode/idemnode/rpc/jsonapi"
+	"github.com/idemnode/idemnode/server"
 )
 
 // Ports every node uses on its own IP.
@@ -42,6 +43,9 @@ type Options struct {
 	Subnet int
 	// Tune adjusts each node's configuration before it starts.
 	Tune func(*cluster.Config)
+	// Server adjusts each node's server configuration before it starts
+	// (after the fields below are applied to it).
+	Server func(*Node, *server.Config)
 	// Limits replaces rpc.DefaultLimits() for every node's API.
 	Limits *rpc.Limits
 	// ServerOptions adds gRPC server options (interceptors, credentials)
@@ -74,11 +78,8 @@ type Node struct {
 	GossipKeys [][]byte
 
 	mu   sync.Mutex
-	node *cluster.Node
-	api  *rpc.Server
-	grpc *grpc.Server
+	srv  *server.Server
 	conn *grpc.ClientConn
-	json *http.Server // nil without Options.JSON
 }
 
 // Cluster is a set of in-process nodes.
@@ -149,77 +150,56 @@ func (nd *Node) GossipAddr() string { return net.JoinHostPort(nd.IP, fmt.Sprint(
 func (nd *Node) JSONURL() string { return "http://" + net.JoinHostPort(nd.IP, fmt.Sprint(JSONPort)) }
 
 func (c *Cluster) start(nd *Node, expect int, join []string) error {
-	cfg := cluster.Config{
+	cfg := server.Config{
 		NodeID: nd.ID, DataDir: nd.DataDir,
-		RaftAddr: nd.RaftAddr(), GRPCAdvertise: nd.GRPCAddr(),
+		GRPCAddr: nd.GRPCAddr(), GRPCAdvertise: nd.GRPCAddr(), RaftAddr: nd.RaftAddr(),
 		GossipAddr: nd.GossipAddr(), GossipProfile: "local",
 		Join: join, BootstrapExpect: expect,
-		ReconcileInterval: 200 * time.Millisecond,
-		// Many test nodes run at once; each preallocates one segment.
-		LogSegmentSize: 4 << 20,
+		// Plaintext unless Options.Security says otherwise.
+		TLS:        server.TLS{Insecure: true},
+		APIOptions: c.opts.APIOptions,
+		Unary:      c.opts.Unary, Stream: c.opts.Stream,
+		Node: func(cfg *cluster.Config) {
+			cfg.ReconcileInterval = 200 * time.Millisecond
+			// Many test nodes run at once; each preallocates one segment.
+			cfg.LogSegmentSize = 4 << 20
+			if c.opts.Tune != nil {
+				c.opts.Tune(cfg)
+			}
+		},
 	}
-	w := wiring{serverOpts: rpc.ServerOptions(), apiOpts: []rpc.Option{rpc.WithForwardSource(net.ParseIP(nd.IP))},
-		clientCreds: insecure.NewCredentials()}
+	if c.opts.Limits != nil {
+		cfg.Limits = *c.opts.Limits
+	}
+	if c.opts.ServerOptions != nil {
+		cfg.GRPCOptions = c.opts.ServerOptions(nd)
+	}
+	if c.opts.JSON {
+		cfg.APIAddr = net.JoinHostPort(nd.IP, fmt.Sprint(JSONPort))
+	}
+	creds := insecure.NewCredentials()
 	if c.opts.Security != nil {
-		if err := c.opts.Security.secure(c.t, nd, filepath.Join(c.root, nd.ID+"-tls"), &cfg, &w); err != nil {
+		var err error
+		if creds, err = c.opts.Security.secure(c.t, nd, filepath.Join(c.root, nd.ID+"-tls"), &cfg); err != nil {
 			return fmt.Errorf("%s: %w", nd.ID, err)
 		}
 	}
-	if c.opts.Tune != nil {
-		c.opts.Tune(&cfg)
+	if c.opts.Server != nil {
+		c.opts.Server(nd, &cfg)
 	}
-	ln, err := net.Listen("tcp", nd.GRPCAddr())
+	srv, err := server.Start(context.Background(), cfg)
 	if err != nil {
-		return fmt.Errorf("%s: listen grpc: %w", nd.ID, err)
+		return fmt.Errorf("%s: %w", nd.ID, err)
 	}
-	node, err := cluster.Open(cfg)
+	conn, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(creds))
 	if err != nil {
-		ln.Close()
-		return fmt.Errorf("%s: open: %w", nd.ID, err)
-	}
-	limits := rpc.DefaultLimits()
-	if c.opts.Limits != nil {
-		limits = *c.opts.Limits
-	}
-	api := rpc.NewServer(node, limits, nil, append(w.apiOpts, c.opts.APIOptions...)...)
-	opts := append(w.serverOpts, limits.ServerOptions()...)
-	if c.opts.ServerOptions != nil {
-		opts = append(opts, c.opts.ServerOptions(nd)...)
-	}
-	opts = append(opts, grpc.ChainUnaryInterceptor(c.opts.Unary...), grpc.ChainStreamInterceptor(c.opts.Stream...))
-	g := grpc.NewServer(opts...)
-	api.Register(g)
-	go g.Serve(ln)
-	conn, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(w.clientCreds))
-	if err != nil {
+		srv.HardStop()
 		return fmt.Errorf("%s: dial: %w", nd.ID, err)
 	}
-	var js *http.Server
-	if c.opts.JSON {
-		if js, err = c.serveJSON(nd, api, limits); err != nil {
-			return err
-		}
-	}
 	nd.mu.Lock()
-	nd.node, nd.api, nd.grpc, nd.conn, nd.json = node, api, g, conn, js
+	nd.srv, nd.conn = srv, conn
 	nd.mu.Unlock()
 	return nil
-}
-
-// serveJSON starts the node's JSON API over the same interceptors.
-func (c *Cluster) serveJSON(nd *Node, api *rpc.Server, limits rpc.Limits) (*http.Server, error) {
-	h, err := jsonapi.New(jsonapi.Config{Idempotency: api, Admin: api, Unary: c.opts.Unary, Stream: c.opts.Stream,
-		MaxMessageBytes: limits.MaxMessageBytes})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", nd.ID, err)
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(nd.IP, fmt.Sprint(JSONPort)))
-	if err != nil {
-		return nil, fmt.Errorf("%s: listen json: %w", nd.ID, err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	return srv, nil
 }
 
 // Eventually retries check until it returns nil, failing t with the last
@@ -241,9 +221,17 @@ func Eventually(t testing.TB, timeout time.Duration, what string, check func() e
 
 // Node returns the cluster node of a running server (nil when stopped).
 func (nd *Node) Node() *cluster.Node {
+	if srv := nd.Server(); srv != nil {
+		return srv.Node()
+	}
+	return nil
+}
+
+// Server returns the running server (nil when stopped).
+func (nd *Node) Server() *server.Server {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	return nd.node
+	return nd.srv
 }
 
 // Client returns an API client connected to this node.
@@ -264,43 +252,37 @@ func (nd *Node) Admin() idempb.AdminClient {
 func (nd *Node) Running() bool { return nd.Node() != nil }
 
 // Crash stops a node abruptly: no leadership transfer, no gossip leave.
-// Acknowledged writes are on disk (raft-boltdb syncs every append), so this
-// is what kill -9 leaves behind as far as the data is concerned.
+// Acknowledged writes are on disk (the log syncs every append), so this is
+// what kill -9 leaves behind as far as the data is concerned.
 func (c *Cluster) Crash(nd *Node) {
-	nd.mu.Lock()
-	node, g, conn, js := nd.node, nd.grpc, nd.conn, nd.json
-	nd.node, nd.api, nd.grpc, nd.conn, nd.json = nil, nil, nil, nil, nil
-	nd.mu.Unlock()
-	if node == nil {
+	srv, conn := nd.stopped()
+	if srv == nil {
 		return
 	}
-	if js != nil {
-		js.Close()
-	}
-	g.Stop()
+	srv.HardStop()
 	conn.Close()
-	if err := node.Close(); err != nil {
-		c.t.Logf("%s: close: %v", nd.ID, err)
-	}
 }
 
-// Leave stops a node the way SIGTERM does: transfer leadership, leave
-// gossip, let in-flight calls finish, then close.
+// Leave stops a node the way SIGTERM does (server.Close): transfer
+// leadership, leave gossip, let in-flight calls finish, then close.
 func (c *Cluster) Leave(nd *Node) {
-	nd.mu.Lock()
-	node, api, g := nd.node, nd.api, nd.grpc
-	nd.mu.Unlock()
-	if node == nil {
+	srv, conn := nd.stopped()
+	if srv == nil {
 		return
 	}
-	if err := node.Leave(5 * time.Second); err != nil {
-		c.t.Logf("%s: leave: %v", nd.ID, err)
+	if err := srv.Close(); err != nil {
+		c.t.Logf("%s: close: %v", nd.ID, err)
 	}
-	// As serve does: Shutdown ends the forwarding streams peers hold open
-	// to this node, which GracefulStop would otherwise wait for forever.
-	api.Shutdown()
-	g.GracefulStop()
-	c.Crash(nd)
+	conn.Close()
+}
+
+// stopped marks the node stopped and returns what ran it.
+func (nd *Node) stopped() (*server.Server, *grpc.ClientConn) {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	srv, conn := nd.srv, nd.conn
+	nd.srv, nd.conn = nil, nil
+	return srv, conn
 }
 
 // Restart starts a stopped node again on its data dir, joining the others.

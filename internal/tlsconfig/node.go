@@ -209,6 +209,23 @@ func (n *Node) Reload() error {
 	return errors.Join(errs...)
 }
 
+// Refresh re-reads the files that changed since they were last read, as
+// the next handshake would: the server's reload loop polls it, so a
+// rotation is taken in (and logged, or a bad file reported) when it lands
+// rather than at the next connection.
+func (n *Node) Refresh() {
+	n.api.get()
+	if n.peer != nil {
+		n.peer.get()
+	}
+	if n.clientCA != nil {
+		n.clientCA.get()
+	}
+	if n.peerCA != nil {
+		n.peerCA.get()
+	}
+}
+
 func current(r *reloading[*tls.Certificate]) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return r.get(), nil }
 }

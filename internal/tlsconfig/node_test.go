@@ -1,6 +1,7 @@
 package tlsconfig
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -274,5 +275,35 @@ func TestClientFiles(t *testing.T) {
 	}
 	if (ClientFiles{}).Enabled() || !(ClientFiles{ServerName: "x"}).Enabled() {
 		t.Error("Enabled")
+	}
+}
+
+// TestRefreshTakesInChangedFiles: Refresh reads a certificate replaced on
+// disk without waiting for a handshake (the server's reload loop polls it),
+// and leaves unchanged files alone.
+func TestRefreshTakesInChangedFiles(t *testing.T) {
+	p := newPKI(t)
+	var logs bytes.Buffer
+	n, err := LoadNode(p.files, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Refresh()
+	if strings.Contains(logs.String(), "reloaded") {
+		t.Fatalf("unchanged files were reloaded: %s", logs.String())
+	}
+	next := p.cluster.Issue(t, "node1", "127.0.0.1")
+	later := time.Now().Add(time.Minute)
+	for path, data := range map[string][]byte{p.files.Cert: next.CertPEM, p.files.Key: next.KeyPEM} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.Refresh()
+	if !strings.Contains(logs.String(), "reloaded") {
+		t.Fatalf("a changed certificate was not reloaded by Refresh: %s", logs.String())
 	}
 }

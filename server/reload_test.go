@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -103,12 +102,25 @@ func loadTokenA(t *testing.T) (string, *rpc.TokenTable) {
 	return path, tokens
 }
 
+// watchedTokens is a tokens table and the watcher of its file.
+type watchedTokens struct {
+	*watchedFile
+	tokens *rpc.TokenTable
+}
+
 // newWatched loads a table from a file granting tokenA and watches it.
-func newWatched(t *testing.T) (*tokensWatcher, string, *syncLog) {
+func newWatched(t *testing.T) (watchedTokens, string, *syncLog) {
 	t.Helper()
 	path, tokens := loadTokenA(t)
 	var logs syncLog
-	return newTokensWatcher(tokens, path, slog.New(slog.NewTextHandler(&logs, nil))), path, &logs
+	return watchedTokens{watchTokens(tokens, path, slog.New(slog.NewTextHandler(&logs, nil))), tokens}, path, &logs
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestTokensReloadOnChange: a changed file is loaded at the next check, an
@@ -120,32 +132,32 @@ func TestTokensReloadOnChange(t *testing.T) {
 	w, path, logs := newWatched(t)
 	const reloaded, kept = "tokens reloaded", "keeping the tokens in use"
 
-	w.reload(false)
+	w.check(false)
 	if n := logs.count(reloaded); n != 0 {
 		t.Errorf("an unchanged file was reloaded %d times", n)
 	}
 	wantAccepted(t, "at start", w.tokens, tokenA)
 
 	tokensFileOf(t, path, tokenB) // rotation: B replaces A
-	w.reload(false)
+	w.check(false)
 	wantAccepted(t, "after the file changed", w.tokens, tokenB)
 	if n := logs.count(reloaded); n != 1 {
 		t.Errorf("%q logged %d times, want once", reloaded, n)
 	}
 
 	writeFile(t, path, "not a tokens file\n")
-	w.reload(false)
-	w.reload(false)
+	w.check(false)
+	w.check(false)
 	wantAccepted(t, "after a bad file", w.tokens, tokenB)
 	if n := logs.count(kept); n != 1 {
 		t.Errorf("a bad file reported %d times over two checks, want once", n)
 	}
 
 	tokensFileOf(t, path, tokenB, tokenC)
-	w.reload(false)
+	w.check(false)
 	wantAccepted(t, "after the file was fixed", w.tokens, tokenB, tokenC)
 
-	w.reload(true)
+	w.check(true)
 	if n := logs.count(reloaded); n != 3 {
 		t.Errorf("%q logged %d times after SIGHUP on an unchanged file, want 3", reloaded, n)
 	}
@@ -157,30 +169,32 @@ func TestTokensWatcherCatchesUp(t *testing.T) {
 	t.Parallel()
 	path, tokens := loadTokenA(t)
 	tokensFileOf(t, path, tokenB)
-	w := newTokensWatcher(tokens, path, slog.New(slog.DiscardHandler))
-	wantAccepted(t, "when the watcher starts", w.tokens, tokenB)
+	watchTokens(tokens, path, slog.New(slog.DiscardHandler))
+	wantAccepted(t, "when the watcher starts", tokens, tokenB)
 }
 
-// TestTokensWatcherRuns drives run with a fast ticker: a rotation in the
-// file is picked up by itself, a SIGHUP reloads, and run ends with ctx.
+// TestTokensWatcherRuns drives the reload loop with a fast ticker: a
+// rotation in the file is picked up by itself, a reload (serve's SIGHUP)
+// reloads, and run ends with ctx.
 func TestTokensWatcherRuns(t *testing.T) {
 	t.Parallel()
 	w, path, logs := newWatched(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	hup := make(chan os.Signal, 1)
+	hup := make(chan struct{}, 1)
+	r := &reloader{files: []*watchedFile{w.watchedFile}, log: slog.New(slog.DiscardHandler)}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.run(ctx, hup, tick.C)
+		r.run(ctx, tick.C, hup)
 	}()
 
 	tokensFileOf(t, path, tokenC)
 	testutil.WaitFor(t, 5*time.Second, "the rotated token to be accepted", func() bool { return accepts(t, w.tokens, tokenC) })
 	wantAccepted(t, "after the rotation", w.tokens, tokenC)
 	before := logs.count("tokens reloaded")
-	hup <- syscall.SIGHUP
+	hup <- struct{}{}
 	testutil.WaitFor(t, 5*time.Second, "a reload on SIGHUP", func() bool { return logs.count("tokens reloaded") > before })
 
 	cancel()
