@@ -32,7 +32,10 @@ const (
 	// the call's command (FailedPrecondition); retry after the upgrade.
 	ReasonClusterUpgrading = "CLUSTER_UPGRADING"
 	ReasonTooManyWaits     = "TOO_MANY_WAITS"
-	ReasonInternal         = "INTERNAL"
+	// ReasonLeaderBusy: the leader's lane for forwarded calls of one
+	// follower is full (Unavailable, forwardserve.go); the follower retries.
+	ReasonLeaderBusy = "LEADER_BUSY"
+	ReasonInternal   = "INTERNAL"
 	// Authentication and authorization (auth.go).
 	ReasonUnauthenticated = "UNAUTHENTICATED"
 	ReasonTenantMismatch  = "TENANT_MISMATCH"
@@ -106,6 +109,7 @@ func toStatus(err error, log *slog.Logger) error {
 	var limited *retryLater
 	var pruned *errPruned
 	var ahead *errCursorAhead
+	var busy *forwardQueueFull
 	switch {
 	case err == nil:
 		return nil
@@ -117,6 +121,9 @@ func toStatus(err error, log *slog.Logger) error {
 	case errors.As(err, &tooMany):
 		return withInfo(codes.ResourceExhausted, ReasonTooManyWaits, tooMany.Error(),
 			map[string]string{"scope": tooMany.scope, "limit": strconv.Itoa(tooMany.limit)})
+	case errors.As(err, &busy):
+		return withInfo(codes.Unavailable, ReasonLeaderBusy, busy.Error(),
+			map[string]string{"workers": strconv.Itoa(busy.workers), "queued": strconv.Itoa(busy.queued)})
 	case errors.As(err, &inv):
 		return InvalidFieldError(inv.field, inv.limit, inv.msg)
 	case errors.As(err, &pruned):
