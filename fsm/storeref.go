@@ -12,15 +12,18 @@ import "sync"
 // reader in while a writer waits).
 //
 // Such a read may see a later commit than the metadata it took: the apply
-// goroutine commits to the store before it publishes. The answer is still
-// the answer of some state at or after the one the caller waited for. A
-// record the read finds was either unchanged since that metadata, and is
-// judged at its FSM time, or written by a later commit at a later FSM
-// time. Every record a commit writes is live at its own FSM time or cut
-// down to a tombstone (TestCommittedRecordsAreLiveOrCutDown), liveness
-// only ends as time grows, and the read-side checks (liveAt, tombstoneAt)
-// take a cut-down record as past its TTL whatever the time: so judged at
-// the earlier time it is answered as at the commit that wrote it.
+// goroutine commits to the store before it publishes, and may commit again
+// meanwhile. For the one key read, the answer is still that of the log at a
+// point between the two. A record the read finds was either unchanged since
+// that metadata, and is judged at its FSM time, or written by a later
+// command, at a later FSM time. Every record a command writes is live at
+// that command's FSM time or cut down to a tombstone
+// (TestWrittenRecordsAreLiveOrCutDown), liveness only ends as time grows,
+// and the read-side checks (liveAt, tombstoneAtRead) take a cut-down record
+// as past its TTL at any time: so judged at the earlier time the record is
+// answered as right after the command that wrote it. (That point may lie
+// inside a batch or a group of entries committed together: a later command
+// of the group may have moved FSM time past the record's TTL.)
 type storeRef struct {
 	Store
 	// readers is held for reading by every read of the store outside the
