@@ -170,14 +170,15 @@ func (f *feedSignal) notify() {
 func (m *Machine) FeedChanged() <-chan struct{} { return m.feed.wait() }
 
 // Events returns at most limit events numbered above after, in order,
-// as of the last commit.
+// as of the last commit or a later one (it reads outside the lock, since
+// reading the feed may wait for a handed batch to land).
 func (m *Machine) Events(after uint64, limit int) ([]*Event, error) {
 	if after == math.MaxUint64 {
 		return nil, nil // nothing is numbered above it (and after+1 would wrap)
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	encs, err := m.store.Events(after, limit)
+	s, _ := m.reading()
+	defer s.done()
+	encs, err := s.Events(after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read the feed: %w", err)
 	}

@@ -106,7 +106,7 @@ func NewMachine() *Machine {
 func stored(m *Machine, k RecordKey) (*Record, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	r := mustRecord(m.store.Get(EncodeKey(k)))
+	r := mustRecord(m.cur.Get(EncodeKey(k)))
 	return r, r != nil
 }
 

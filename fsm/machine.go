@@ -9,12 +9,14 @@ import (
 // outcome; the store keeps the records. Apply, Install and Restore must be
 // called from one goroutine (Raft's apply loop); reads may run concurrently.
 type Machine struct {
-	// mu guards store, meta and usage: Apply holds it for writing only while
-	// it publishes a commit, reads hold it for reading, and Restore swaps
-	// the store under it. The applying goroutine reads the store without it,
-	// since it is the only one that changes or swaps the store.
-	mu    sync.RWMutex
-	store Store
+	// mu guards cur, meta and usage: Apply holds it for writing only while
+	// it publishes a commit, reads hold it for reading only while they take
+	// cur and meta, never across the store's I/O (storeRef says why a read
+	// outside it is still consistent), and Install swaps the store under
+	// it. The applying goroutine reads the store without it, since it is
+	// the only one that changes or swaps the store.
+	mu  sync.RWMutex
+	cur *storeRef
 	// meta is the store's metadata as of the last commit; usage is every
 	// tenant's usage, kept here because quotas read it on every claim.
 	meta  Meta
@@ -40,7 +42,7 @@ func (m *Machine) adopt(s Store) error {
 		return fmt.Errorf("load tenant usage: %w", err)
 	}
 	m.mu.Lock()
-	m.store, m.meta, m.usage = s, s.Meta(), usage
+	m.cur, m.meta, m.usage = &storeRef{Store: s}, s.Meta(), usage
 	m.mu.Unlock()
 	return nil
 }
@@ -138,18 +140,14 @@ func (m *Machine) Applied() uint64 {
 	return m.meta.Applied
 }
 
-// Get returns the live record under k, as of the last applied command.
+// Get returns the live record under k, as of the last applied command (or
+// a later one). A record past its TTL is absent for every read, deleted or
+// not.
 func (m *Machine) Get(k RecordKey) (*Record, bool) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.live(k)
-}
-
-// live reads k from the store; the caller holds mu. A record past its TTL
-// is absent for every read, deleted or not.
-func (m *Machine) live(k RecordKey) (*Record, bool) {
-	r := mustRecord(m.store.Get(EncodeKey(k)))
-	if r == nil || r.ExpiresAt <= m.meta.Now {
+	s, meta := m.reading()
+	defer s.done()
+	r := mustRecord(s.Get(EncodeKey(k)))
+	if !liveAt(r, meta.Now) {
 		return nil, false
 	}
 	return r, true
@@ -159,28 +157,33 @@ func (m *Machine) live(k RecordKey) (*Record, bool) {
 // TTL, within its tombstone time (see Record.TombstoneFor). What a
 // tombstone keeps is all it returns, cut down or not yet.
 func (m *Machine) Tombstone(k RecordKey) (*Record, bool) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	r := mustRecord(m.store.Get(EncodeKey(k)))
-	if r == nil || !r.tombstoneAt(m.meta.Now) {
+	s, meta := m.reading()
+	defer s.done()
+	r := mustRecord(s.Get(EncodeKey(k)))
+	if !tombstoneAtRead(r, meta.Now) {
 		return nil, false
 	}
 	return tombstoneOf(r), true
 }
 
 // GetWatch returns the live record under k and, when it is PENDING, a
-// channel that is closed at the next change of k (nil otherwise). Reading and
-// registering under one lock means no change can slip between the two. Only
+// channel that is closed at the next change of k (nil otherwise). Only
 // PENDING records are watched because only they are sure to change again
 // (complete, release or TTL), which bounds the watch table.
+//
+// It registers before it reads, so no change slips between the two without
+// a lock held across the read: a commit wakes k's watchers after the store
+// holds it, so a change either is in what the read finds (the wake-up is
+// then spurious) or comes after the registration and closes the channel.
+// A registration the answer does not need is dropped.
 func (m *Machine) GetWatch(k RecordKey) (*Record, bool, <-chan struct{}) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	r, ok := m.live(k)
+	w := m.watch.add(k)
+	r, ok := m.Get(k)
 	if !ok || r.State != StatePending {
+		m.watch.drop(k, w)
 		return r, ok, nil
 	}
-	return r, ok, m.watch.add(k)
+	return r, ok, w.ch
 }
 
 // Len returns the number of stored records, expired ones not yet deleted included.
@@ -214,28 +217,31 @@ func (m *Machine) Meta() Meta {
 
 // NextExpiry returns when Expire next has work: the earliest due time of any
 // stored record, or when the feed's oldest event can be pruned. The leader
-// proposes Expire only then.
+// proposes Expire only then. It reads the store outside the lock (reading
+// the feed may wait for a handed batch to land, store/DESIGN.md), so it
+// may answer for a later commit than the last published: a schedule, which
+// Expire's own reads decide on.
 func (m *Machine) NextExpiry() (int64, bool) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	at, ok, err := m.store.NextExpiry()
+	s, meta := m.reading()
+	defer s.done()
+	at, ok, err := s.NextExpiry()
 	if err != nil {
 		panic(fmt.Sprintf("fsm: read the expiry index: %v", err))
 	}
-	if prune, due := m.nextPrune(); due && (!ok || prune < at) {
+	if prune, due := nextPrune(s, meta); due && (!ok || prune < at) {
 		return prune, true
 	}
 	return at, ok
 }
 
-// nextPrune is when Expire can next prune the feed's oldest event; the
-// caller holds mu. An event that is still a record's mark waits for that
-// record, whose own due time brings the Expire that settles it.
-func (m *Machine) nextPrune() (int64, bool) {
-	if m.meta.Feed.Events == 0 {
+// nextPrune is when Expire can next prune the feed's oldest event, reading s
+// at meta. An event that is still a record's mark waits for that record,
+// whose own due time brings the Expire that settles it.
+func nextPrune(s Store, meta Meta) (int64, bool) {
+	if meta.Feed.Events == 0 {
 		return 0, false
 	}
-	encs, err := m.store.Events(m.meta.Feed.PrunedThrough, 1)
+	encs, err := s.Events(meta.Feed.PrunedThrough, 1)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: read the feed: %v", err))
 	}
@@ -244,7 +250,7 @@ func (m *Machine) nextPrune() (int64, bool) {
 	}
 	ev := mustEvent(encs[0])
 	if ev.Kind == EventAbandoned {
-		if r := mustRecord(m.store.Get(EncodeKey(ev.RecordKey))); r != nil && r.Abandoned == ev.Seq {
+		if r := mustRecord(s.Get(EncodeKey(ev.RecordKey))); r != nil && r.Abandoned == ev.Seq {
 			return 0, false
 		}
 	}
@@ -271,23 +277,25 @@ func (m *Machine) DigestAt() (uint64, string) {
 // Sync is safe beside them, and beside its own replacement).
 func (m *Machine) Sync() error {
 	m.mu.RLock()
-	s := m.store
+	s := m.cur.Store
 	m.mu.RUnlock()
 	return s.Sync()
 }
 
 // View returns a point-in-time view of the store, for a snapshot stream.
+// Taking one drains the store's write buffer, so it runs outside the lock;
+// the view holds its store open past an Install.
 func (m *Machine) View() (View, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.store.View()
+	s, _ := m.reading()
+	defer s.done()
+	return s.View()
 }
 
 // NewBuilder returns a builder of a fresh store to Install.
 func (m *Machine) NewBuilder() (Builder, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.store.NewBuilder()
+	s, _ := m.reading()
+	defer s.done()
+	return s.NewBuilder()
 }
 
 // Install swaps in the store b built (a restored snapshot) and closes the
@@ -299,7 +307,7 @@ func (m *Machine) Install(b Builder) error {
 		return fmt.Errorf("install restored store: %w", err)
 	}
 	m.mu.RLock()
-	old := m.store
+	old := m.cur
 	m.mu.RUnlock()
 	if err := m.adopt(s); err != nil {
 		s.Close()
@@ -310,7 +318,8 @@ func (m *Machine) Install(b Builder) error {
 	// The new store is in place: a failure to close the old one changes
 	// nothing of the state (a disk fault there reaches the store's own
 	// fault handler), so the install stands.
-	_ = old.Close()
+	// It waits for the reads still running on the old store.
+	_ = old.close()
 	return nil
 }
 
@@ -318,14 +327,15 @@ func (m *Machine) Install(b Builder) error {
 func (m *Machine) Store() Store {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.store
+	return m.cur.Store
 }
 
-// Close closes the store.
+// Close closes the store once the reads running on it are done.
 func (m *Machine) Close() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.store.Close()
+	m.mu.RLock()
+	s := m.cur
+	m.mu.RUnlock()
+	return s.close()
 }
 
 // mustRecord decodes a store's answer. A store error or a record that does

@@ -202,7 +202,7 @@ func recount(m *Machine) map[string]Usage {
 // equal a recount.
 func recountAgrees(m *Machine) error {
 	want := recount(m)
-	stored, err := m.store.Usages()
+	stored, err := m.Store().Usages()
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ type txRecord struct {
 func (m *Machine) begin() *tx {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return &tx{m: m, store: m.store, meta: m.meta, touched: map[string]*txRecord{}}
+	return &tx{m: m, store: m.cur.Store, meta: m.meta, touched: map[string]*txRecord{}}
 }
 
 // record returns k's entry in the tx, reading the store on first touch.

@@ -5,33 +5,56 @@ import "sync"
 // watchers wakes goroutines waiting for a key to change. It is outside the
 // replicated state: waking a waiter changes nothing that Apply returns.
 type watchers struct {
-	// mu guards byKey; Apply notifies under the Machine's write lock and
-	// readers add under its read lock, so watchers needs its own lock.
+	// mu guards byKey. It is its own lock, apart from the Machine's: a
+	// commit notifies after it publishes, and GetWatch registers before it
+	// reads (machine.go says why that order loses no wake-up).
 	mu    sync.Mutex
-	byKey map[RecordKey]chan struct{}
+	byKey map[RecordKey]*watch
 }
 
-// add returns the channel closed at the next change of k; every waiter on k
-// shares one channel.
-func (w *watchers) add(k RecordKey) <-chan struct{} {
+// watch is the channel every waiter on one key shares, and how many
+// registrations hold it.
+type watch struct {
+	ch chan struct{}
+	// n counts registrations not dropped, so a registration GetWatch did
+	// not need (the record was not PENDING) takes its entry away again
+	// unless another waiter still holds it.
+	n int
+}
+
+// add registers a waiter on k and returns the watch whose channel is closed
+// at the next change of k; every waiter on k shares one.
+func (w *watchers) add(k RecordKey) *watch {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.byKey == nil {
-		w.byKey = make(map[RecordKey]chan struct{})
+		w.byKey = make(map[RecordKey]*watch)
 	}
-	ch, ok := w.byKey[k]
+	wt, ok := w.byKey[k]
 	if !ok {
-		ch = make(chan struct{})
-		w.byKey[k] = ch
+		wt = &watch{ch: make(chan struct{})}
+		w.byKey[k] = wt
 	}
-	return ch
+	wt.n++
+	return wt
+}
+
+// drop takes back a registration of add that nobody will wait on; the
+// last one removes k's entry, unless a change closed it already.
+func (w *watchers) drop(k RecordKey, wt *watch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wt.n--
+	if wt.n == 0 && w.byKey[k] == wt {
+		delete(w.byKey, k)
+	}
 }
 
 func (w *watchers) notify(k RecordKey) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ch, ok := w.byKey[k]; ok {
-		close(ch)
+	if wt, ok := w.byKey[k]; ok {
+		close(wt.ch)
 		delete(w.byKey, k)
 	}
 }
@@ -40,8 +63,8 @@ func (w *watchers) notify(k RecordKey) {
 func (w *watchers) notifyAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for k, ch := range w.byKey {
-		close(ch)
+	for k, wt := range w.byKey {
+		close(wt.ch)
 		delete(w.byKey, k)
 	}
 }

@@ -34,7 +34,10 @@ const (
 	// the call's command (FailedPrecondition); retry after the upgrade.
 	ReasonClusterUpgrading = idempb.ReasonClusterUpgrading
 	ReasonTooManyWaits     = idempb.ReasonTooManyWaits
-	ReasonInternal         = idempb.ReasonInternal
+	// ReasonLeaderBusy: the leader's lane for forwarded calls of one
+	// follower is full (Unavailable, forwardserve.go); the follower retries.
+	ReasonLeaderBusy = idempb.ReasonLeaderBusy
+	ReasonInternal   = idempb.ReasonInternal
 	// Authentication and authorization (auth.go).
 	ReasonUnauthenticated = idempb.ReasonUnauthenticated
 	ReasonTenantMismatch  = idempb.ReasonTenantMismatch
@@ -108,6 +111,7 @@ func toStatus(err error, log *slog.Logger) error {
 	var limited *retryLater
 	var pruned *errPruned
 	var ahead *errCursorAhead
+	var busy *forwardQueueFull
 	switch {
 	case err == nil:
 		return nil
@@ -119,6 +123,9 @@ func toStatus(err error, log *slog.Logger) error {
 	case errors.As(err, &tooMany):
 		return withInfo(codes.ResourceExhausted, ReasonTooManyWaits, tooMany.Error(),
 			map[string]string{"scope": tooMany.scope, "limit": strconv.Itoa(tooMany.limit)})
+	case errors.As(err, &busy):
+		return withInfo(codes.Unavailable, ReasonLeaderBusy, busy.Error(),
+			map[string]string{"workers": strconv.Itoa(busy.workers), "queued": strconv.Itoa(busy.queued)})
 	case errors.As(err, &inv):
 		return InvalidFieldError(inv.field, inv.limit, inv.msg)
 	case errors.As(err, &pruned):

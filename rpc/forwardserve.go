@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -19,18 +20,30 @@ type forwardService struct {
 	s *Server
 }
 
-// Calls runs every call of the stream concurrently, through the same
+// Calls runs the calls of the stream concurrently, through the same
 // handlers a client call takes (marked forwarded, so they never travel
 // on), and sends the replies back as they complete, batched like the calls.
+//
+// Claims that may wait for another holder run in a lane of their own
+// (forwardLanes), so waits never hold back the calls that only commit, and
+// each lane bounds its goroutines and its queue: a call that finds its lane
+// full is answered at once without running (refusal) instead of taking a
+// goroutine of its own.
 func (f forwardService) Calls(stream idempb.Forward_CallsServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	// Every call on the stream is marked forwarded through this one context.
 	callCtx := context.WithValue(ctx, forwardedOnStream{}, true)
-	calls := newInflight()
+	lanes := newForwardLanes(f.s.limits.MaxWaitsPerNode)
 	// Cancel first: calls still running end, and none blocks on replies
 	// that nobody reads any more; then no call outlives the stream.
-	defer func() { cancel(); calls.closeAndWait() }()
+	defer func() { cancel(); lanes.closeAndWait() }()
 	replies := make(chan *idempb.ForwardReply, 256)
+	reply := func(r *idempb.ForwardReply) {
+		select {
+		case replies <- r:
+		case <-ctx.Done():
+		}
+	}
 	recvErr := make(chan error, 1)
 	go func() {
 		for {
@@ -40,13 +53,13 @@ func (f forwardService) Calls(stream idempb.Forward_CallsServer) error {
 				return
 			}
 			for _, c := range msg.GetCalls() {
-				calls.start(func() {
-					r := f.s.serveForwarded(callCtx, c)
-					select {
-					case replies <- r:
-					case <-ctx.Done():
-					}
-				})
+				l := lanes.commits
+				if mayWait(c) {
+					l = lanes.waits
+				}
+				if !l.start(func() { reply(f.s.serveForwarded(callCtx, c)) }) {
+					reply(&idempb.ForwardReply{Id: c.GetId(), Error: errorBytes(toStatus(l.full(), f.s.log))})
+				}
 			}
 		}
 	}()
@@ -70,63 +83,142 @@ func (f forwardService) Calls(stream idempb.Forward_CallsServer) error {
 	}
 }
 
-// inflight runs the calls of one stream, each on a goroutine of its own,
-// and tracks them. The goroutines are workers that stay for the stream's
-// life and take the next call when idle: a call's stack grows well past a
-// new goroutine's on its way to the commit queue, and growing a fresh one
-// per forwarded call was 2 % of the leader's CPU (docs/PERFORMANCE.md).
-// Past callWorkers busy workers, a call gets a goroutine of its own, so a
-// stream of waiting claims never holds back the calls behind them. Once
-// closeAndWait has returned it starts no more, so waiting for the calls
-// never races a late start.
+// forwardLanes are the two lanes of one stream's calls: waits, claims that
+// may wait for another holder and so hold a goroutine for as long as their
+// wait, and commits, every other call, which holds one until raft resolves
+// it (a commit round or two). Apart, a flood of waits never keeps a claim
+// that only commits from a worker.
+type forwardLanes struct {
+	commits, waits *inflight
+}
+
+// Lane sizes. A commit lane runs callWorkers calls at once (about what a busy
+// node has in flight) and queues commitQueue more, a few commit rounds'
+// worth; a call beyond both is answered Unavailable, which the forwarding
+// node retries with backoff within its caller's deadline (routed), so a
+// burst slows down instead of taking memory without bound. A wait lane
+// runs as many waits as the node may hold (Limits.MaxWaitsPerNode, or
+// defaultWaitWorkers when that is unlimited) and queues none: a queued
+// wait would sit behind waits that may last minutes, and a wait past the
+// node's cap is refused by the handler anyway, so past its workers the
+// lane refuses as the cap does, ResourceExhausted.
+const (
+	commitQueue        = 4 * callWorkers
+	defaultWaitWorkers = 10000
+)
+
+func newForwardLanes(maxWaits int) *forwardLanes {
+	if maxWaits <= 0 {
+		maxWaits = defaultWaitWorkers
+	}
+	waitsFull := &tooManyWaits{scope: "node", limit: maxWaits}
+	return &forwardLanes{
+		commits: newInflight(callWorkers, commitQueue, func() error {
+			return &forwardQueueFull{workers: callWorkers, queued: commitQueue}
+		}),
+		waits: newInflight(maxWaits, 0, func() error { return waitsFull }),
+	}
+}
+
+func (f *forwardLanes) closeAndWait() {
+	f.commits.closeAndWait()
+	f.waits.closeAndWait()
+}
+
+// forwardQueueFull refuses a forwarded call when the leader's commit lane
+// for its stream is full (Unavailable: the forwarding node retries).
+type forwardQueueFull struct{ workers, queued int }
+
+func (e *forwardQueueFull) Error() string {
+	return fmt.Sprintf("leader busy: %d forwarded calls running and %d queued on this stream; retry", e.workers, e.queued)
+}
+
+// inflight runs the calls of one lane of a stream on at most max
+// goroutines, with at most maxQueued calls waiting for one, and tracks
+// them. The goroutines are workers that stay for the stream's life and take
+// the next call when idle: a call's stack grows well past a new goroutine's
+// on its way to the commit queue, and growing a fresh one per forwarded
+// call was 2 % of the leader's CPU (docs/PERFORMANCE.md). A worker is added
+// only when a call finds none idle. Once closeAndWait has returned no call
+// starts any more, so waiting for the calls never races a late start.
 type inflight struct {
-	// idle hands a call to a worker waiting for one; done, closed by
+	// handoff passes a call to an idle worker; done, closed by
 	// closeAndWait, ends the idle workers.
-	idle chan func()
-	done chan struct{}
+	handoff chan func()
+	done    chan struct{}
+	max     int
+	// full is the error a call refused by start is answered with.
+	full func() error
 
-	// mu guards closed and workers.
-	mu      sync.Mutex
-	closed  bool
-	workers int
-	wg      sync.WaitGroup
+	// mu guards closed, workers, idle and queued: a call goes to an idle
+	// worker, a new worker or the queue by one decision, so none is queued
+	// while a worker idles, and a worker goes idle only with the queue
+	// empty.
+	mu        sync.Mutex
+	closed    bool
+	workers   int
+	idle      int
+	queued    []func()
+	maxQueued int
+	wg        sync.WaitGroup
 }
 
-func newInflight() *inflight {
-	return &inflight{idle: make(chan func()), done: make(chan struct{})}
+func newInflight(workers, queued int, full func() error) *inflight {
+	return &inflight{handoff: make(chan func()), done: make(chan struct{}), max: workers, maxQueued: queued, full: full}
 }
 
-func (i *inflight) start(run func()) {
-	select {
-	case i.idle <- run:
-		return
-	default:
-	}
+// start runs run on an idle worker or a new one, or queues it while the
+// lane has every worker busy. It reports false, running nothing, when the
+// queue is full too.
+func (i *inflight) start(run func()) bool {
 	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.closed {
-		return
-	}
-	i.wg.Add(1)
-	if i.workers < callWorkers {
+	switch {
+	case i.closed:
+		i.mu.Unlock()
+		return true // the stream is ending: nobody reads the reply
+	case i.idle > 0:
+		i.idle--
+		i.mu.Unlock()
+		// A worker counted idle is at its select, or on its way there.
+		select {
+		case i.handoff <- run:
+		case <-i.done:
+		}
+		return true
+	case i.workers < i.max:
 		i.workers++
+		i.wg.Add(1)
+		i.mu.Unlock()
 		go i.work(run)
-		return
+		return true
+	case len(i.queued) < i.maxQueued:
+		i.queued = append(i.queued, run)
+		i.mu.Unlock()
+		return true
 	}
-	go func() {
-		defer i.wg.Done()
-		run()
-	}()
+	i.mu.Unlock()
+	return false
 }
 
-// work runs run, then every call handed to it, until the stream closes.
-// A call handed over while closeAndWait runs still runs, and is waited for.
+// work runs run, then the queued calls and every call handed to it, until
+// the stream closes. A call handed over while closeAndWait runs still runs,
+// and is waited for.
 func (i *inflight) work(run func()) {
 	defer i.wg.Done()
 	for {
 		run()
+		i.mu.Lock()
+		if len(i.queued) > 0 {
+			run = i.queued[0]
+			i.queued[0] = nil
+			i.queued = i.queued[1:]
+			i.mu.Unlock()
+			continue
+		}
+		i.idle++
+		i.mu.Unlock()
 		select {
-		case run = <-i.idle:
+		case run = <-i.handoff:
 		case <-i.done:
 			return
 		}

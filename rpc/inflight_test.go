@@ -10,7 +10,7 @@ import (
 
 // Calls one after another reuse one worker instead of a goroutine each.
 func TestInflightReusesIdleWorkers(t *testing.T) {
-	calls := newInflight()
+	calls := newForwardLanes(0).commits
 	for range 50 {
 		done := make(chan struct{})
 		calls.start(func() { close(done) })
@@ -18,10 +18,9 @@ func TestInflightReusesIdleWorkers(t *testing.T) {
 		// Let the worker get back to waiting for the next call.
 		testutil.WaitFor(t, 5*time.Second, "an idle worker", func() bool { return idleWorkerWaiting(calls) })
 	}
-	// Usually one worker runs them all. The probe above is itself a call: the
-	// worker that ran it may not be back at its select when the next start
-	// looks, and then start adds a worker (seen once in a test run on a busy
-	// machine). Without reuse it would be 50.
+	// One worker runs them all: a worker counts itself idle before the next
+	// start looks, and takes the call handed to it. Without reuse it would
+	// be 50.
 	calls.mu.Lock()
 	workers := calls.workers
 	calls.mu.Unlock()
@@ -31,27 +30,35 @@ func TestInflightReusesIdleWorkers(t *testing.T) {
 	calls.closeAndWait()
 }
 
-// More calls than workers all run at once: a stream of waiting claims
-// must not hold back the calls behind it.
+// More waiting claims than the commit lane has workers all run at once,
+// and a call of the commit lane runs beside them: a stream of waiting
+// claims must not hold back the calls behind it.
 func TestInflightRunsCallsBeyondTheWorkers(t *testing.T) {
-	calls := newInflight()
+	lanes := newForwardLanes(0)
 	n := callWorkers + 20
 	var running atomic.Int32
 	release := make(chan struct{})
 	for range n {
-		calls.start(func() {
+		lanes.waits.start(func() {
 			running.Add(1)
 			<-release
 		})
 	}
 	testutil.WaitFor(t, 5*time.Second, "every call running at once", func() bool { return running.Load() == int32(n) })
+	committed := make(chan struct{})
+	lanes.commits.start(func() { close(committed) })
+	select {
+	case <-committed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a call of the commit lane did not run beside the waits")
+	}
 	close(release)
-	calls.closeAndWait()
+	lanes.closeAndWait()
 }
 
 // closeAndWait waits for the calls that run, and nothing starts after it.
 func TestInflightCloseWaitsAndRefusesLateCalls(t *testing.T) {
-	calls := newInflight()
+	calls := newForwardLanes(0).commits
 	var finished atomic.Bool
 	started := make(chan struct{})
 	calls.start(func() {
@@ -73,15 +80,9 @@ func TestInflightCloseWaitsAndRefusesLateCalls(t *testing.T) {
 	}
 }
 
-// idleWorkerWaiting reports whether a worker takes a no-op call at once,
-// which it does only while it waits on idle.
+// idleWorkerWaiting reports whether a worker waits on the queue.
 func idleWorkerWaiting(calls *inflight) bool {
-	done := make(chan struct{})
-	select {
-	case calls.idle <- func() { close(done) }:
-		<-done
-		return true
-	default:
-		return false
-	}
+	calls.mu.Lock()
+	defer calls.mu.Unlock()
+	return calls.idle > 0
 }

@@ -16,11 +16,14 @@ const (
 	// the call's command (FailedPrecondition); retry after the upgrade.
 	ReasonClusterUpgrading = "CLUSTER_UPGRADING"
 	ReasonTooManyWaits     = "TOO_MANY_WAITS"
-	ReasonInternal         = "INTERNAL"
-	ReasonUnauthenticated  = "UNAUTHENTICATED"
-	ReasonTenantMismatch   = "TENANT_MISMATCH"
-	ReasonAdminRequired    = "ADMIN_REQUIRED"
-	ReasonPeerRequired     = "PEER_REQUIRED"
+	// ReasonLeaderBusy: the leader cannot take more forwarded calls from
+	// one follower now (Unavailable); retry.
+	ReasonLeaderBusy      = "LEADER_BUSY"
+	ReasonInternal        = "INTERNAL"
+	ReasonUnauthenticated = "UNAUTHENTICATED"
+	ReasonTenantMismatch  = "TENANT_MISMATCH"
+	ReasonAdminRequired   = "ADMIN_REQUIRED"
+	ReasonPeerRequired    = "PEER_REQUIRED"
 	// ReasonRateLimited and ReasonQuotaExceeded carry a RetryInfo.
 	ReasonRateLimited     = "RATE_LIMITED"
 	ReasonQuotaExceeded   = "QUOTA_EXCEEDED"
