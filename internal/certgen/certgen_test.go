@@ -218,7 +218,7 @@ func TestBadRequestsWriteNothing(t *testing.T) {
 	}{
 		{"no SAN", NodeRequest{Name: "node1"}, "needs at least one DNS name or IP address"},
 		{"bad IP", NodeRequest{Name: "node1", IPs: []string{"10.0.0.300"}}, `IP address "10.0.0.300" does not parse`},
-		{"host name as IP", NodeRequest{Name: "node1", IPs: []string{"node1.example"}}, `IP address "node1.example" does not parse`},
+		{"host name as IP", NodeRequest{Name: "node1", IPs: []string{"node1.example"}}, `IP address "node1.example" does not parse (host names are DNS names`},
 		{"IP as DNS", NodeRequest{Name: "node1", DNS: []string{"10.0.0.1"}}, `DNS name "10.0.0.1": is an IP address`},
 		{"space in DNS", NodeRequest{Name: "node1", DNS: []string{"node 1.example"}}, `DNS name "node 1.example": ' ' is not a letter`},
 		{"wildcard inside", NodeRequest{Name: "node1", DNS: []string{"node*.example"}}, "wildcard is allowed only as the whole first label"},

@@ -52,7 +52,7 @@ func (d Dir) CreateNode(r NodeRequest) ([]string, error) {
 	for _, s := range r.IPs {
 		ip := net.ParseIP(s)
 		if ip == nil {
-			return nil, fmt.Errorf("%w: IP address %q does not parse (a DNS name goes in DNS, --dns)", ErrInvalid, s)
+			return nil, fmt.Errorf("%w: IP address %q does not parse (host names are DNS names, --dns)", ErrInvalid, s)
 		}
 		tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 	}
