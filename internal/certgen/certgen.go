@@ -96,14 +96,14 @@ func (d Dir) path(name string) string { return filepath.Join(d.Path, name) }
 var fileBase = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // checkBase refuses a file name base that is not one plain path element
-// or that would take a CA's or the gossip key's name.
+// or that would take a CA's name.
 func checkBase(what, base string) error {
 	if !fileBase.MatchString(base) {
 		return fmt.Errorf("%w: %s %q: want 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit (it names the files)", ErrInvalid, what, base)
 	}
-	for _, reserved := range []string{ClusterCACert, ClientCACert, GossipKeyFile} {
-		if base+".crt" == reserved || base == reserved {
-			return fmt.Errorf("%w: %s %q would take the name of %s", ErrInvalid, what, base, reserved)
+	for _, ca := range []string{ClusterCACert, ClientCACert} {
+		if base+".crt" == ca {
+			return fmt.Errorf("%w: %s %q would take the name of %s", ErrInvalid, what, base, ca)
 		}
 	}
 	return nil
