@@ -27,20 +27,25 @@ func mustCluster(t *testing.T, extra ...string) []*server {
 // serve flags, and waits until every one is ready.
 func launchCluster(nodes []*server, extra []string) []*server {
 	for i, n := range nodes {
-		var join []string
-		for j, o := range nodes {
-			if j != i {
-				join = append(join, o.gossip)
-			}
-		}
-		n.serveFlags = append([]string{"--insecure", "--bootstrap-expect", fmt.Sprint(len(nodes)), "--join", strings.Join(join, ","),
-			"--gossip-profile", "local"}, extra...)
+		n.serveFlags = append(append([]string{"--insecure"}, clusterFlags(nodes, i)...), extra...)
 		n.launch()
 	}
 	for _, n := range nodes {
 		n.waitReady()
 	}
 	return nodes
+}
+
+// clusterFlags are the serve flags that make node i one of nodes: each
+// expects them all and joins the others.
+func clusterFlags(nodes []*server, i int) []string {
+	var join []string
+	for j, o := range nodes {
+		if j != i {
+			join = append(join, o.gossip)
+		}
+	}
+	return []string{"--bootstrap-expect", fmt.Sprint(len(nodes)), "--join", strings.Join(join, ","), "--gossip-profile", "local"}
 }
 
 // TestCLIAgainstCluster: transfer-leadership prints the new leader, the

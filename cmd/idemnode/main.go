@@ -64,6 +64,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newServeCmd(), newProxyCmd(), newAuthCmd(), newVersionCmd())
+	root.AddCommand(newTLSCmd(), newKeygenCmd()) // certs.go
 	addClientCommands(root)
 	return root
 }

@@ -32,7 +32,7 @@ func Client(f ClientFiles) (*tls.Config, error) {
 	}
 	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.ServerName}
 	if f.CA != "" {
-		certs, err := readCerts(f.CA)
+		certs, err := ReadCerts(f.CA)
 		if err != nil {
 			return nil, fmt.Errorf("CA: %w", err)
 		}

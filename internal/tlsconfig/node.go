@@ -78,7 +78,7 @@ func LoadNode(f NodeFiles, log *slog.Logger) (*Node, error) {
 		return nil, err
 	}
 	if f.ClientCA != "" {
-		if err := checkSeparateCAs(f.ClientCA, f.PeerCA); err != nil {
+		if err := CheckSeparateCAs(f.ClientCA, f.PeerCA); err != nil {
 			return nil, err
 		}
 	}
@@ -248,7 +248,7 @@ type caPool struct {
 
 func loadPool(what string, log *slog.Logger, file string) (*reloading[*caPool], error) {
 	return newReloading(what, log, func() (*caPool, error) {
-		certs, err := readCerts(file)
+		certs, err := ReadCerts(file)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
@@ -261,9 +261,10 @@ func loadPool(what string, log *slog.Logger, file string) (*reloading[*caPool], 
 	}, file)
 }
 
-// readCerts parses every certificate of a PEM bundle; a file without one is
-// an error (an empty pool would refuse everyone, silently).
-func readCerts(file string) ([]*x509.Certificate, error) {
+// ReadCerts parses every certificate of a PEM bundle; a file without one is
+// an error (an empty pool would refuse everyone, silently). Exported for
+// `idemnode tls`, which reads its CA files as a node would.
+func ReadCerts(file string) ([]*x509.Certificate, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
@@ -287,15 +288,17 @@ func readCerts(file string) ([]*x509.Certificate, error) {
 	return certs, nil
 }
 
-// checkSeparateCAs refuses a client CA that the cluster CA vouches for: any
+// CheckSeparateCAs refuses a client CA that the cluster CA vouches for: any
 // certificate the client CA signs would then also be a valid node
-// certificate, and a client could speak Raft.
-func checkSeparateCAs(clientCA, peerCA string) error {
-	clients, err := readCerts(clientCA)
+// certificate, and a client could speak Raft. LoadNode runs it at start;
+// it is exported so that `idemnode tls` refuses to issue what a node would
+// refuse, by this same rule.
+func CheckSeparateCAs(clientCA, peerCA string) error {
+	clients, err := ReadCerts(clientCA)
 	if err != nil {
 		return err
 	}
-	peers, err := readCerts(peerCA)
+	peers, err := ReadCerts(peerCA)
 	if err != nil {
 		return err
 	}

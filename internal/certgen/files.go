@@ -1,0 +1,120 @@
+package certgen
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// output is one file to write.
+type output struct {
+	name   string
+	data   []byte
+	secret bool // a private key: mode 0600; otherwise 0644
+}
+
+// publish writes outs into the directory, all or none. Each is staged in a
+// temporary file there, check runs on the staged paths (by name), and only
+// then do they take their names: without Force by a hard link, which fails
+// if the name was taken in the meantime, so nothing is ever replaced; with
+// Force by a rename. It returns the paths written.
+func (d Dir) publish(outs []output, check func(staged map[string]string) error) ([]string, error) {
+	if err := os.MkdirAll(d.Path, 0o700); err != nil {
+		return nil, fmt.Errorf("create directory %s: %w", d.Path, err)
+	}
+	if !d.Force {
+		var taken []error
+		for _, o := range outs {
+			if _, err := os.Lstat(d.path(o.name)); err == nil {
+				taken = append(taken, fmt.Errorf("%s: %w (nothing written; --force replaces it)", d.path(o.name), ErrExists))
+			}
+		}
+		if len(taken) > 0 {
+			return nil, errors.Join(taken...)
+		}
+	}
+	staged := make(map[string]string, len(outs))
+	defer func() {
+		for _, p := range staged {
+			os.Remove(p)
+		}
+	}()
+	for _, o := range outs {
+		p, err := stage(d.Path, o)
+		if err != nil {
+			return nil, err
+		}
+		staged[o.name] = p
+	}
+	if check != nil {
+		if err := check(staged); err != nil {
+			return nil, err
+		}
+	}
+	var written []string
+	for _, o := range outs {
+		final := d.path(o.name)
+		if err := d.place(staged[o.name], final); err != nil {
+			// All or none: take back what this call placed (without Force
+			// those were new files; with Force the old ones are gone).
+			if !d.Force {
+				for _, w := range written {
+					os.Remove(w)
+				}
+			}
+			return nil, err
+		}
+		written = append(written, final)
+	}
+	return written, nil
+}
+
+// place gives a staged file its final name.
+func (d Dir) place(staged, final string) error {
+	if d.Force {
+		if err := os.Rename(staged, final); err != nil {
+			return fmt.Errorf("write %s: %w", final, err)
+		}
+		return nil
+	}
+	if err := os.Link(staged, final); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s: %w (nothing written; --force replaces it)", final, ErrExists)
+		}
+		return fmt.Errorf("write %s: %w", final, err)
+	}
+	return nil
+}
+
+// stage writes o to a new temporary file in dir, synced, with o's mode.
+func stage(dir string, o output) (string, error) {
+	// CreateTemp makes the file 0600, so a key is never readable by others,
+	// not even for a moment.
+	f, err := os.CreateTemp(dir, "."+o.name+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", filepath.Join(dir, o.name), err)
+	}
+	_, err = f.Write(o.data)
+	if err == nil && !o.secret {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write %s: %w", filepath.Join(dir, o.name), err)
+	}
+	return f.Name(), nil
+}
+
+// exists reports whether the directory holds name.
+func (d Dir) exists(name string) bool {
+	_, err := os.Stat(d.path(name))
+	return err == nil
+}
