@@ -1,9 +1,9 @@
 // Package testcluster runs an idemnode cluster inside a test process: real
 // Raft, memberlist and gRPC servers started by server.Start, as serve starts
 // them (the production interceptors, limits, metrics, auth and JSON API),
-// each node on its own loopback address (127.0.<subnet>.<10+i>) with every
-// outgoing connection bound to it, so address-based partitions (package
-// netfault) cut a node off for real.
+// each node on its own loopback address (<block>.<10+i>, a block of package
+// testaddr) with every outgoing connection bound to it, so address-based
+// partitions (package netfault) cut a node off for real.
 package testcluster
 
 import (
@@ -22,7 +22,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testpki"
+	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/rpc"
 	"github.com/idemnode/idemnode/rpc/idempb"
 	"github.com/idemnode/idemnode/server"
@@ -38,8 +40,12 @@ const (
 
 // Options shape a cluster.
 type Options struct {
-	// Subnet picks the third octet of the nodes' addresses; tests that run
-	// at the same time (even in other packages) must use different subnets.
+	// Addrs is the block the nodes' addresses come from (node i is
+	// Addrs.IP(10+i)); New takes a free one when it is nil. A test gives its
+	// own when it needs the addresses before the cluster exists.
+	Addrs *testaddr.Block
+	// Subnet, when not 0, puts the nodes on 127.0.<Subnet>.x instead, the
+	// hand-picked way being replaced by Addrs.
 	Subnet int
 	// Tune adjusts each node's configuration before it starts.
 	Tune func(*cluster.Config)
@@ -84,17 +90,25 @@ type Node struct {
 
 // Cluster is a set of in-process nodes.
 type Cluster struct {
-	t     testing.TB
-	opts  Options
-	root  string
+	t    testing.TB
+	opts Options
+	root string
+	// Addrs is the block of the nodes' addresses; hosts 1-10 and above
+	// 10+len(Nodes) are free for the test's own listeners and processes,
+	// and Addrs.Chain() names its partitions.
+	Addrs *testaddr.Block
 	Nodes []*Node
 }
 
 // New prepares n nodes without starting them (see StartNode).
 func New(t testing.TB, n int, opts Options) *Cluster {
 	t.Helper()
-	lockSubnet(t, opts.Subnet)
-	c := &Cluster{t: t, opts: opts, root: t.TempDir()}
+	if opts.Subnet != 0 {
+		lockSubnet(t, opts.Subnet)
+	} else if opts.Addrs == nil {
+		opts.Addrs = testaddr.New(t)
+	}
+	c := &Cluster{t: t, opts: opts, root: t.TempDir(), Addrs: opts.Addrs}
 	for i := 1; i <= n; i++ {
 		c.Nodes = append(c.Nodes, c.newNode(i))
 	}
@@ -137,7 +151,11 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 }
 
 func (c *Cluster) newNode(i int) *Node {
-	return &Node{Index: i, ID: fmt.Sprintf("node%d", i), IP: fmt.Sprintf("127.0.%d.%d", c.opts.Subnet, 10+i),
+	ip := fmt.Sprintf("127.0.%d.%d", c.opts.Subnet, 10+i)
+	if c.Addrs != nil {
+		ip = c.Addrs.IP(10 + i)
+	}
+	return &Node{Index: i, ID: fmt.Sprintf("node%d", i), IP: ip,
 		DataDir: filepath.Join(c.root, fmt.Sprintf("node%d", i))}
 }
 
@@ -202,21 +220,10 @@ func (c *Cluster) start(nd *Node, expect int, join []string) error {
 	return nil
 }
 
-// Eventually retries check until it returns nil, failing t with the last
-// error after timeout. It is for conditions that nothing broadcasts.
+// Eventually is testutil.Eventually, for the callers not yet moved to it.
 func Eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(t, timeout, what, check)
 }
 
 // Node returns the cluster node of a running server (nil when stopped).

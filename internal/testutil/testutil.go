@@ -1,27 +1,63 @@
 // Package testutil holds the few helpers that tests of several packages
-// share: waiting for a condition and picking free loopback addresses.
+// share: waiting for a condition (Eventually), picking a free port, and
+// awaiting a call run in a goroutine. Loopback addresses of their own come
+// from package testaddr.
 package testutil
 
 import (
+	"errors"
 	"net"
 	"testing"
 	"time"
 )
 
-// WaitFor polls cond until it holds, failing t after timeout. It is for
-// conditions nothing broadcasts (a waiter registered, a process ready); it is
-// never a stand-in for a fixed sleep.
+// Check is a condition Eventually polls: a func() error says why it does
+// not hold yet (nil when it does), a func() bool only whether it holds.
+type Check interface{ func() error | func() bool }
+
+// errFalse is what a func() bool check that has not held says.
+var errFalse = errors.New("the condition was still false")
+
+// Eventually polls check until it holds, failing t after timeout with what
+// was awaited and the check's last error. It is for conditions nothing
+// broadcasts (a waiter registered, a process ready, a leader elected); it is
+// never a stand-in for a fixed sleep. A func() bool check is polled every
+// 2 ms: it reads a counter or a map, and some callers move a test clock on
+// each poll, so the cadence is theirs to count on. A func() error check,
+// which usually makes a call, is polled every 20 ms.
+func Eventually[C Check](t testing.TB, timeout time.Duration, what string, check C) {
+	t.Helper()
+	var poll func() error
+	pause := 20 * time.Millisecond
+	switch c := any(check).(type) {
+	case func() error:
+		poll = c
+	case func() bool:
+		pause = 2 * time.Millisecond
+		poll = func() error {
+			if c() {
+				return nil
+			}
+			return errFalse
+		}
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		err := poll()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
+		}
+		time.Sleep(pause)
+	}
+}
+
+// WaitFor is Eventually, for the callers not yet moved to it.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
+	Eventually(t, timeout, what, cond)
 }
 
 // FreeAddr returns a loopback address whose port was free a moment ago: it
