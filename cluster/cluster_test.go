@@ -18,23 +18,6 @@ import (
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
-// Subnets of this package's tests (127.0.<subnet>.x); each test that may
-// run beside another uses its own.
-const (
-	subnetBootstrap = 31 + iota
-	subnetStaggered
-	subnetRace
-	subnetCrash
-	subnetPartition
-	subnetSnapshot
-	subnetMembership
-	subnetFive
-	subnetRolling
-	subnetDeadCleanup
-	subnetMove
-	subnetIdentity
-)
-
 func id(key string) *idempb.RecordId {
 	return &idempb.RecordId{Tenant: "t1", Scope: "POST /v1/charges", Key: key}
 }
@@ -57,7 +40,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 
 func TestBootstrapExpectFormsOneCluster(t *testing.T) {
 	t.Parallel()
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetBootstrap})
+	c := testcluster.Start(t, 3, testcluster.Options{})
 	testcluster.Eventually(t, 10*time.Second, "one cluster", func() error { return oneCluster(c) })
 	ctx := ctxFor(t, 10*time.Second)
 	for _, nd := range c.Nodes {
@@ -94,7 +77,7 @@ func oneCluster(c *testcluster.Cluster) error {
 // each knowing only the address of the node after it.
 func TestStaggeredStartInReverseOrder(t *testing.T) {
 	t.Parallel()
-	c := testcluster.New(t, 3, testcluster.Options{Subnet: subnetStaggered})
+	c := testcluster.New(t, 3, testcluster.Options{})
 	for i := 2; i >= 0; i-- {
 		c.StartNode(c.Nodes[i], 3, []string{c.Nodes[(i+1)%3].GossipAddr()})
 		time.Sleep(300 * time.Millisecond) // the point is the gap between starts
@@ -108,7 +91,7 @@ func TestStaggeredStartInReverseOrder(t *testing.T) {
 // the winner's exact completion.
 func TestConcurrentClaimsOneWinnerPerKey(t *testing.T) {
 	t.Parallel()
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetRace})
+	c := testcluster.Start(t, 3, testcluster.Options{})
 	const clients, keys = 50, 200
 	var wins [keys]atomic.Int32
 	var mu sync.Mutex
@@ -169,7 +152,7 @@ func TestConcurrentClaimsOneWinnerPerKey(t *testing.T) {
 func TestLeaderCrashKeepsAcknowledgedCompletions(t *testing.T) {
 	skipInShort(t, "crashes the leader of a 3-node cluster under writes")
 	t.Parallel()
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetCrash})
+	c := testcluster.Start(t, 3, testcluster.Options{})
 	var acked sync.Map // key -> body
 	var crashed atomic.Bool
 	ctx := ctxFor(t, 2*time.Minute)

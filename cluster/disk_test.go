@@ -14,12 +14,13 @@ import (
 
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
+	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testcluster"
 )
 
 // Faults of the disk (issue 8, point 4): a data dir that is read-only,
 // full, or holds a damaged log or snapshot. Each test runs a standalone node
-// on its own address in 127.0.110.x. Mounts need root (tests run as root
+// on an address of its own (package testaddr). Mounts need root (tests run as root
 // here); without it they skip with the reason.
 
 // soloConfig is a standalone one-node cluster on dir.
@@ -125,7 +126,7 @@ func checkStored(t *testing.T, m *fsm.Machine, want map[string][]byte) {
 func TestOpenRefusesReadOnlyDataDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cfg := soloConfig(dir, "127.0.110.1")
+	cfg := soloConfig(dir, testaddr.New(t).IP(1))
 	n := openSolo(t, cfg)
 	if err := put(ctxFor(t, 10*time.Second), n, "k", []byte("body")); err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func TestOpenRefusesFullDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	fill(t, fs)
-	_, err := cluster.Open(soloConfig(data, "127.0.110.2"))
+	_, err := cluster.Open(soloConfig(data, testaddr.New(t).IP(1)))
 	if !errors.Is(err, cluster.ErrDataDir) || !strings.Contains(err.Error(), "full") {
 		t.Fatalf("open on a full disk: %v; want ErrDataDir naming it full", err)
 	}
@@ -176,7 +177,7 @@ func TestDiskFillsWhileServing(t *testing.T) {
 		default:
 		}
 	}
-	cfg := cluster.WithExitHook(soloConfig(filepath.Join(fs, "data"), "127.0.110.3"), exit)
+	cfg := cluster.WithExitHook(soloConfig(filepath.Join(fs, "data"), testaddr.New(t).IP(1)), exit)
 	n := openSolo(t, cfg)
 	ctx := ctxFor(t, time.Minute)
 	body := bytes.Repeat([]byte("b"), 32<<10)
@@ -236,7 +237,7 @@ func TestDiskFillsWhileServing(t *testing.T) {
 func TestOpenRefusesFlippedByteInLog(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cfg := soloConfig(dir, "127.0.110.4")
+	cfg := soloConfig(dir, testaddr.New(t).IP(1))
 	n := openSolo(t, cfg)
 	ctx := ctxFor(t, 10*time.Second)
 	const marked = "flip-me-in-the-log"
@@ -302,7 +303,7 @@ func flipInFile(t *testing.T, path string, marker []byte) int {
 func TestOpenRefusesBelowFreeSpaceReserve(t *testing.T) {
 	t.Parallel()
 	fs := mountTmpfs(t, "16m")
-	cfg := soloConfig(filepath.Join(fs, "data"), "127.0.110.9")
+	cfg := soloConfig(filepath.Join(fs, "data"), testaddr.New(t).IP(1))
 	_, err := cluster.Open(cfg)
 	// The defaults: 6 × 32 MiB memtables + one 1 MiB log segment.
 	want := "needs 193 MiB free to start"

@@ -16,7 +16,7 @@ import (
 // succeeds. One iteration is one crash; run it with -benchtime 20x for a
 // distribution. It reports the median and the worst in milliseconds.
 func BenchmarkFailover(b *testing.B) {
-	c := testcluster.Start(b, 3, testcluster.Options{Subnet: 60})
+	c := testcluster.Start(b, 3, testcluster.Options{})
 	var took []time.Duration
 	for i := 0; b.Loop(); i++ {
 		leader := c.WaitLeader(30 * time.Second)

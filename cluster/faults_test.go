@@ -20,16 +20,19 @@ import (
 
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/internal/netfault"
+	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testcluster"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
-func mustPartitioner(t *testing.T, subnet int) *netfault.Partitioner {
+// mustPartitioner returns a partitioner whose chain is addrs's, so that no
+// other test, here or in another process, has a chain of that name.
+func mustPartitioner(t *testing.T, addrs *testaddr.Block) *netfault.Partitioner {
 	t.Helper()
 	if err := netfault.Available(); err != nil {
 		t.Skipf("partition test skipped: %v", err)
 	}
-	p, err := netfault.New(fmt.Sprintf("T%d", subnet))
+	p, err := netfault.New(addrs.Chain())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +66,9 @@ func followerOf(c *testcluster.Cluster, leader *testcluster.Node) *testcluster.N
 func TestIsolatedNodeCannotCommitOrReadStale(t *testing.T) {
 	skipInShort(t, "a 3-node cluster under partitions")
 	t.Parallel()
-	p := mustPartitioner(t, subnetPartition)
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetPartition})
+	addrs := testaddr.New(t)
+	p := mustPartitioner(t, addrs)
+	c := testcluster.Start(t, 3, testcluster.Options{Addrs: addrs})
 	for round, isolateLeader := range []bool{false, true} {
 		leader := c.WaitLeader(30 * time.Second)
 		victim := followerOf(c, leader)
@@ -167,7 +171,7 @@ func TestRestartAfterSnapshotsCatchesUp(t *testing.T) {
 	// follower's counts its install.
 	var regsMu sync.Mutex
 	regs := map[string]*prometheus.Registry{}
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetSnapshot, Tune: func(cfg *cluster.Config) {
+	c := testcluster.Start(t, 3, testcluster.Options{Tune: func(cfg *cluster.Config) {
 		cfg.SnapshotThreshold = 64
 		cfg.SnapshotInterval = 100 * time.Millisecond
 		cfg.TrailingLogs = 16
@@ -248,7 +252,7 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string) (sum float64,
 func TestJoinAndRemoveFourthNode(t *testing.T) {
 	skipInShort(t, "grows a 3-node cluster to four and back, crashing a node")
 	t.Parallel()
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetMembership})
+	c := testcluster.Start(t, 3, testcluster.Options{})
 	fourth := c.AddNode()
 	testcluster.Eventually(t, 20*time.Second, "fourth node is a voter", func() error { return oneCluster(c) })
 	claimOn(t, fourth, "via-fourth", "o")
@@ -282,7 +286,7 @@ func TestJoinAndRemoveFourthNode(t *testing.T) {
 func TestFiveNodesServeWithTwoDown(t *testing.T) {
 	skipInShort(t, "crashes two nodes of a 5-node cluster")
 	t.Parallel()
-	c := testcluster.Start(t, 5, testcluster.Options{Subnet: subnetFive})
+	c := testcluster.Start(t, 5, testcluster.Options{})
 	leader := c.WaitLeader(30 * time.Second)
 	c.Crash(leader)
 	c.Crash(followerOf(c, leader))
@@ -303,7 +307,7 @@ func TestFiveNodesServeWithTwoDown(t *testing.T) {
 func TestRollingRestartLosesNoWrite(t *testing.T) {
 	skipInShort(t, "restarts every node of a 3-node cluster under writes")
 	t.Parallel()
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetRolling})
+	c := testcluster.Start(t, 3, testcluster.Options{})
 	var apis []idempb.IdempotencyClient
 	for _, nd := range c.Nodes {
 		conn, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -400,7 +404,7 @@ func TestRollingRestartLosesNoWrite(t *testing.T) {
 func TestDeadServerCleanup(t *testing.T) {
 	skipInShort(t, "crashes a node of a 3-node cluster and waits for its removal")
 	t.Parallel()
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetDeadCleanup, Tune: func(cfg *cluster.Config) {
+	c := testcluster.Start(t, 3, testcluster.Options{Tune: func(cfg *cluster.Config) {
 		cfg.DeadServerCleanup = time.Second
 	}})
 	leader := c.WaitLeader(30 * time.Second)
@@ -428,14 +432,14 @@ func TestDeadServerCleanup(t *testing.T) {
 func TestWholeClusterMovesToNewAddresses(t *testing.T) {
 	skipInShort(t, "stops a 3-node cluster and restarts it on new addresses")
 	t.Parallel()
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetMove})
+	c := testcluster.Start(t, 3, testcluster.Options{})
 	claimOn(t, c.WaitLeader(30*time.Second), "before-move", "o")
 	c.WaitConverged(10 * time.Second)
 	for _, nd := range c.Nodes {
 		c.Crash(nd)
 	}
 	for _, nd := range c.Nodes {
-		nd.IP = fmt.Sprintf("127.0.%d.%d", subnetMove, 20+nd.Index)
+		nd.IP = c.Addrs.IP(20 + nd.Index)
 	}
 	for _, nd := range c.Nodes {
 		c.Restart(nd)

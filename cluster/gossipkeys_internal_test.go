@@ -10,10 +10,9 @@ import (
 	"testing"
 
 	"github.com/hashicorp/memberlist"
-)
 
-// subnetGossipKeys is this file's 127.0.<subnet>.x.
-const subnetGossipKeys = 103
+	"github.com/idemnode/idemnode/internal/testaddr"
+)
 
 func key(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
 
@@ -25,6 +24,7 @@ func key(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
 // break it.
 func TestKeyringsThatUnderstandEachOther(t *testing.T) {
 	a, b := key('a'), key('b')
+	addrs := testaddr.New(t)
 	for i, tc := range []struct {
 		name string
 		x, y [][]byte
@@ -40,8 +40,8 @@ func TestKeyringsThatUnderstandEachOther(t *testing.T) {
 		{"plaintext against a keyring", [][]byte{a}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := mustMembership(t, fmt.Sprintf("x%d", i), fmt.Sprintf("127.0.%d.%d:0", subnetGossipKeys, 2*i+1), tc.x)
-			y := mustMembership(t, fmt.Sprintf("y%d", i), fmt.Sprintf("127.0.%d.%d:0", subnetGossipKeys, 2*i+2), tc.y)
+			x := mustMembership(t, fmt.Sprintf("x%d", i), addrs.IP(2*i+1)+":0", tc.x)
+			y := mustMembership(t, fmt.Sprintf("y%d", i), addrs.IP(2*i+2)+":0", tc.y)
 			for _, dir := range [][2]*membership{{x, y}, {y, x}} {
 				n, err := dir[0].list.Join([]string{dir[1].list.LocalNode().Address()})
 				if talk := err == nil && n == 1; talk != tc.talk {

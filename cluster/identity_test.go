@@ -28,14 +28,14 @@ import (
 func TestNodeOfAnotherClusterIsRefused(t *testing.T) {
 	skipInShort(t, "two 3-node clusters, a backup of one restored into a node of the other")
 	t.Parallel()
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetIdentity})
+	c := testcluster.Start(t, 3, testcluster.Options{})
 	leader := c.WaitLeader(30 * time.Second)
 	ours := waitIdentity(t, c.Nodes...)
 	claimOn(t, leader, "pending-key", "holder")
 
 	// Another cluster, a single node whose log runs past the live one's.
 	otherDir := t.TempDir()
-	other := openSolo(t, soloConfig(otherDir, fmt.Sprintf("127.0.%d.50", subnetIdentity)))
+	other := openSolo(t, soloConfig(otherDir, c.Addrs.IP(50)))
 	ctx := ctxFor(t, time.Minute)
 	for i := range 60 {
 		if err := put(ctx, other, fmt.Sprintf("other-%d", i), []byte("other")); err != nil {

@@ -15,6 +15,7 @@ import (
 	raftwal "github.com/hashicorp/raft-wal"
 
 	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testcluster"
 )
 
@@ -22,8 +23,6 @@ import (
 // raft-wal drops a last batch whose checksum fails as a torn write; a store
 // that had applied it then stood past the log's end, and every start ended
 // in "non-monotonic log entries".
-
-const subnetLogTail = 108
 
 // exitCodes records the codes a node would have exited with.
 type exitCodes struct {
@@ -105,7 +104,7 @@ func waitServesOrExits(t *testing.T, n *cluster.Node, exits *exitCodes) {
 // from the store, keeps every record, and takes new writes.
 func TestDamagedLastLogBatchStartsFromStore(t *testing.T) {
 	t.Parallel()
-	cfg := soloConfig(t.TempDir(), "127.0.110.20")
+	cfg := soloConfig(t.TempDir(), testaddr.New(t).IP(1))
 	n := openSolo(t, cfg)
 	ctx := ctxFor(t, 30*time.Second)
 	want := map[string][]byte{}
@@ -151,7 +150,7 @@ func TestDamagedLastLogBatchStartsFromStore(t *testing.T) {
 // lost entry and the recovery.
 func TestDamagedLastLogBatchNotInStoreRefuses(t *testing.T) {
 	t.Parallel()
-	cfg, last := soloAheadOfStore(t, "127.0.110.21")
+	cfg, last := soloAheadOfStore(t, testaddr.New(t).IP(1))
 	flipInLastBatch(t, cfg.DataDir)
 
 	var exits exitCodes
@@ -175,7 +174,7 @@ func TestDamagedLastLogBatchNotInStoreRefuses(t *testing.T) {
 func TestDamagedLastLogBatchCatchesUpFromPeers(t *testing.T) {
 	skipInShort(t, "crashes a node of a 3-node cluster and damages its log")
 	var exits exitCodes
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetLogTail, Tune: func(cfg *cluster.Config) {
+	c := testcluster.Start(t, 3, testcluster.Options{Tune: func(cfg *cluster.Config) {
 		*cfg = cluster.WithExitHook(*cfg, exits.hook(cfg.NodeID))
 	}})
 	leader := c.WaitLeader(30 * time.Second)
@@ -263,7 +262,7 @@ func appendUnapplied(t *testing.T, cfg cluster.Config, applied uint64) uint64 {
 // and starts, as before, rather than refusing like a damaged one.
 func TestTornLastLogBatchStarts(t *testing.T) {
 	t.Parallel()
-	cfg, _ := soloAheadOfStore(t, "127.0.110.22")
+	cfg, _ := soloAheadOfStore(t, testaddr.New(t).IP(1))
 	// Zero the last commit frame: the write was torn before it.
 	path, b, end := tailWritten(t, cfg.DataDir)
 	copy(b[end-7:end+1], make([]byte, 8))

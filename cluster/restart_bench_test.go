@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
+	"github.com/idemnode/idemnode/internal/testaddr"
 )
 
 // BenchmarkRestart1M measures how long a node holding 1 M completed records
@@ -24,7 +25,7 @@ import (
 // dir takes minutes); run it with -benchtime 1x.
 func BenchmarkRestart1M(b *testing.B) {
 	const records, restartTail = 1_000_000, 10_000
-	cfg := soloConfig(b.TempDir(), "127.0.110.6")
+	cfg := soloConfig(b.TempDir(), testaddr.New(b).IP(1))
 	n := openSoloB(b, cfg)
 	start := time.Now()
 	fillRecords(b, n, 0, records)

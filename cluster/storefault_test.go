@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
+	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testcluster"
 )
 
@@ -79,7 +80,7 @@ func setKey(t *testing.T, dataDir string, key, value []byte) {
 // starts with the full state, replaying the log after the store.
 func TestOpenRefusesDamagedStore(t *testing.T) {
 	t.Parallel()
-	cfg, digest, records := storedSolo(t, "127.0.110.5")
+	cfg, digest, records := storedSolo(t, testaddr.New(t).IP(1))
 	damages := map[string]func(dir string){
 		"CURRENT unreadable":  func(dir string) { writeFile(t, filepath.Join(dir, "fsm", "CURRENT"), []byte("../elsewhere\n")) },
 		"metadata unreadable": func(dir string) { setKey(t, dir, []byte("m"), []byte{9, 9, 9}) },
@@ -121,7 +122,7 @@ func TestOpenRefusesDamagedStore(t *testing.T) {
 // if the record were absent.
 func TestBadBlockStopsTheNode(t *testing.T) {
 	t.Parallel()
-	cfg, _, _ := storedSolo(t, "127.0.110.6")
+	cfg, _, _ := storedSolo(t, testaddr.New(t).IP(1))
 	c := cfg
 	c.DataDir = copyDir(t, cfg.DataDir)
 	tables, _ := filepath.Glob(filepath.Join(c.DataDir, "fsm", "store-*", "*.sst"))
@@ -202,7 +203,7 @@ func copyDir(t *testing.T, src string) string {
 // Pebble first; the undamaged copy scrubs clean.
 func TestScrubCountsADamagedTable(t *testing.T) {
 	t.Parallel()
-	cfg := soloConfig(t.TempDir(), "127.0.110.7")
+	cfg := soloConfig(t.TempDir(), testaddr.New(t).IP(1))
 	n := openSolo(t, cfg)
 	ctx := ctxFor(t, 30*time.Second)
 	for i := range 200 { // records enough that the middle of the largest table is one of them

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft-wal/migrate"
 
 	"github.com/idemnode/idemnode/fsm"
+	"github.com/idemnode/idemnode/internal/testaddr"
 )
 
 // Data dirs written before the log moved out of bolt (stores.go) hold their
@@ -132,7 +133,7 @@ func TestOpenStoresFinishesMoveAfterRename(t *testing.T) {
 func TestNodeServesFromOldLayout(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cfg := Config{NodeID: "solo", DataDir: dir, RaftAddr: "127.0.110.5:0", Bootstrap: true, LogSegmentSize: testSegmentSize}
+	cfg := Config{NodeID: "solo", DataDir: dir, RaftAddr: testaddr.New(t).IP(1) + ":0", Bootstrap: true, LogSegmentSize: testSegmentSize}
 	n, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)

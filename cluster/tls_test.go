@@ -12,16 +12,10 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testcluster"
 	"github.com/idemnode/idemnode/internal/testpki"
 	"github.com/idemnode/idemnode/rpc/idempb"
-)
-
-// Subnets of the TLS tests (127.0.<subnet>.x).
-const (
-	subnetTLSForward = 100 + iota
-	subnetTLSStrangers
-	subnetTLSRotation
 )
 
 // TestTLSClusterForwardsOverMutualTLS: a cluster whose every port is TLS
@@ -29,7 +23,7 @@ const (
 // forms, and a claim sent to a follower is forwarded to the leader and wins.
 func TestTLSClusterForwardsOverMutualTLS(t *testing.T) {
 	t.Parallel()
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetTLSForward, Security: testcluster.NewSecurity(t)})
+	c := testcluster.Start(t, 3, testcluster.Options{Security: testcluster.NewSecurity(t)})
 	testcluster.Eventually(t, 10*time.Second, "one cluster", func() error { return oneCluster(c) })
 	leader := c.WaitLeader(10 * time.Second)
 	ctx := ctxFor(t, 10*time.Second)
@@ -53,7 +47,7 @@ func TestTLSClusterForwardsOverMutualTLS(t *testing.T) {
 func TestStrangersAreShutOut(t *testing.T) {
 	t.Parallel()
 	sec := testcluster.NewSecurity(t)
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetTLSStrangers, Security: sec})
+	c := testcluster.Start(t, 3, testcluster.Options{Security: sec})
 	leader := c.WaitLeader(10 * time.Second)
 
 	stranger := c.NewNode()
@@ -130,7 +124,7 @@ func TestStrangersAreShutOut(t *testing.T) {
 // certificate after the client's handshake has completed, so the refusal
 // arrives as an error reading the answer.
 func raftProbe(t *testing.T, addr string, cfg *tls.Config) error {
-	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.%d.99:0", subnetTLSStrangers))
+	ln, err := net.Listen("tcp", testaddr.New(t).IP(1)+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +157,7 @@ func TestGossipKeyRotationWhileRunning(t *testing.T) {
 	t.Parallel()
 	sec := testcluster.NewSecurity(t)
 	a, b := sec.GossipKeys[0], testpki.GossipKey(t)
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetTLSRotation, Security: sec})
+	c := testcluster.Start(t, 3, testcluster.Options{Security: sec})
 	leader := c.WaitLeader(10 * time.Second)
 	for _, ring := range [][][]byte{{a, b}, {b, a}, {b}} {
 		for _, nd := range c.Nodes {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
+	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testclock"
 	"github.com/idemnode/idemnode/internal/testcluster"
 	"github.com/idemnode/idemnode/store"
@@ -67,7 +68,7 @@ func testUpgrade(t *testing.T, cutShort bool) {
 		}
 		s.Close()
 	}
-	cfg := soloConfig(data, "127.0.110.7")
+	cfg := soloConfig(data, testaddr.New(t).IP(1))
 	cfg.Clock = clockAfter(want)
 
 	n := openSolo(t, cfg)
@@ -199,7 +200,7 @@ func TestUpgradeFromStoreFormat1(t *testing.T) {
 	want := unpackLegacyFixture(t, filepath.Join("testdata", "store-format1.tar.gz"), dir)
 	data := filepath.Join(dir, "data")
 	before := currentStore(t, data)
-	cfg := soloConfig(data, "127.0.110.8")
+	cfg := soloConfig(data, testaddr.New(t).IP(1))
 	cfg.Clock = clockAfter(want)
 
 	n := openSolo(t, cfg)
