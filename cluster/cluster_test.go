@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -41,7 +42,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 func TestBootstrapExpectFormsOneCluster(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3, testcluster.Options{})
-	testcluster.Eventually(t, 10*time.Second, "one cluster", func() error { return oneCluster(c) })
+	testutil.Eventually(t, 10*time.Second, "one cluster", func() error { return oneCluster(c) })
 	ctx := ctxFor(t, 10*time.Second)
 	for _, nd := range c.Nodes {
 		resp, err := nd.Client().Claim(ctx, claimReq("k-"+nd.ID, "o1"))
@@ -83,7 +84,7 @@ func TestStaggeredStartInReverseOrder(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // the point is the gap between starts
 	}
 	c.WaitLeader(30 * time.Second)
-	testcluster.Eventually(t, 10*time.Second, "one cluster", func() error { return oneCluster(c) })
+	testutil.Eventually(t, 10*time.Second, "one cluster", func() error { return oneCluster(c) })
 }
 
 // TestConcurrentClaimsOneWinnerPerKey races 50 clients over all nodes on the
@@ -183,7 +184,7 @@ func TestLeaderCrashKeepsAcknowledgedCompletions(t *testing.T) {
 		}()
 	}
 	// Crash only once the load is well under way.
-	testcluster.Eventually(t, 30*time.Second, "load running", func() error {
+	testutil.Eventually(t, 30*time.Second, "load running", func() error {
 		if n := countAcked(&acked); n < 100 {
 			return fmt.Errorf("%d completions acknowledged", n)
 		}

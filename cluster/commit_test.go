@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/idemnode/idemnode/fsm"
-	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testutil"
 )
 
 func claimCmd(key, owner string) *fsm.Command {
@@ -201,7 +201,7 @@ func TestCloseUnderLoadReturns(t *testing.T) {
 				}
 			}()
 		}
-		testcluster.Eventually(t, 30*time.Second, "writes under way", func() error {
+		testutil.Eventually(t, 30*time.Second, "writes under way", func() error {
 			if a := applied.Load(); a < 200 {
 				return fmt.Errorf("%d applied", a)
 			}

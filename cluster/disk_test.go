@@ -15,7 +15,7 @@ import (
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/internal/testaddr"
-	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testutil"
 )
 
 // Faults of the disk (issue 8, point 4): a data dir that is read-only,
@@ -38,7 +38,7 @@ func openSolo(t *testing.T, cfg cluster.Config) *cluster.Node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	testcluster.Eventually(t, 20*time.Second, "node serves", func() error {
+	testutil.Eventually(t, 20*time.Second, "node serves", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return n.LinearizableBarrier(ctx)

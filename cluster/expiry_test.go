@@ -10,7 +10,7 @@ import (
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/internal/testclock"
-	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testutil"
 )
 
 // mustSingleNode opens a standalone one-node cluster on a temp dir.
@@ -26,7 +26,7 @@ func mustSingleNode(t *testing.T, tune func(*cluster.Config)) *cluster.Node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	testcluster.Eventually(t, 10*time.Second, "leader ready", func() error {
+	testutil.Eventually(t, 10*time.Second, "leader ready", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return n.LinearizableBarrier(ctx)
@@ -58,7 +58,7 @@ func TestExpiryTickerDeletesExpiredRecords(t *testing.T) {
 		t.Fatalf("%d records stored, want 30", got)
 	}
 	clk.Advance(2 * time.Second) // past the short TTLs
-	testcluster.Eventually(t, 15*time.Second, "expired records deleted", func() error {
+	testutil.Eventually(t, 15*time.Second, "expired records deleted", func() error {
 		if got := n.Machine().Len(); got != 3 {
 			return fmt.Errorf("%d records left, want the 3 long-lived ones", got)
 		}

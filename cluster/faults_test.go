@@ -22,6 +22,7 @@ import (
 	"github.com/idemnode/idemnode/internal/netfault"
 	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -92,7 +93,7 @@ func TestIsolatedNodeCannotCommitOrReadStale(t *testing.T) {
 		// update) runs memberlist's longest timeout: 6 × 3 probe intervals
 		// of the local profile, 18 s for three nodes; seen taking 22 s
 		// with the whole suite running.
-		testcluster.Eventually(t, 40*time.Second, "gossip sees the victim fail", func() error {
+		testutil.Eventually(t, 40*time.Second, "gossip sees the victim fail", func() error {
 			m, _ := majority.Node().Members()
 			for _, mem := range m.Members {
 				if mem.ID == victim.ID && mem.State != "alive" {
@@ -198,7 +199,7 @@ func TestRestartAfterSnapshotsCatchesUp(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	testcluster.Eventually(t, 20*time.Second, "leader snapshots past the follower's log", func() error {
+	testutil.Eventually(t, 20*time.Second, "leader snapshots past the follower's log", func() error {
 		idx, _ := strconv.ParseUint(leader.Node().Raft().Stats()["last_snapshot_index"], 10, 64)
 		if idx <= crashedAt+16+64 {
 			return fmt.Errorf("last snapshot at %d, the follower stopped at %d", idx, crashedAt)
@@ -219,7 +220,7 @@ func TestRestartAfterSnapshotsCatchesUp(t *testing.T) {
 	regsMu.Unlock()
 	// The restore is counted just after the new state shows (the test can
 	// see the digests converge first).
-	testcluster.Eventually(t, 5*time.Second, "the restore counted", func() error {
+	testutil.Eventually(t, 5*time.Second, "the restore counted", func() error {
 		restores, _ := gathered(t, reg, "idemnode_snapshot_restores_total")
 		failures, n := gathered(t, reg, "idemnode_snapshot_failures_total")
 		if restores < 1 || failures != 0 || n != 5 {
@@ -254,7 +255,7 @@ func TestJoinAndRemoveFourthNode(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3, testcluster.Options{})
 	fourth := c.AddNode()
-	testcluster.Eventually(t, 20*time.Second, "fourth node is a voter", func() error { return oneCluster(c) })
+	testutil.Eventually(t, 20*time.Second, "fourth node is a voter", func() error { return oneCluster(c) })
 	claimOn(t, fourth, "via-fourth", "o")
 	c.WaitConverged(10 * time.Second)
 
@@ -270,14 +271,14 @@ func TestJoinAndRemoveFourthNode(t *testing.T) {
 	// Refused while gossip still sees it alive; accepted once it is dead.
 	// memberlist declares a crashed node dead after its suspicion timeout,
 	// up to ~20 s in a small cluster; give it room on a loaded machine.
-	testcluster.Eventually(t, 60*time.Second, "remove-member accepted", func() error {
+	testutil.Eventually(t, 60*time.Second, "remove-member accepted", func() error {
 		_, err := via.Admin().RemoveMember(ctxFor(t, 10*time.Second), &idempb.RemoveMemberRequest{Id: fourth.ID})
 		if err != nil && status.Code(err) != codes.FailedPrecondition {
 			t.Fatalf("remove-member via %s: %v", via.ID, err)
 		}
 		return err
 	})
-	testcluster.Eventually(t, 20*time.Second, "three voters again", func() error { return oneCluster(c) })
+	testutil.Eventually(t, 20*time.Second, "three voters again", func() error { return oneCluster(c) })
 	claimOn(t, c.Nodes[0], "after-remove", "o")
 }
 
@@ -362,17 +363,17 @@ func TestRollingRestartLosesNoWrite(t *testing.T) {
 		restart.Store(int32(i))
 		c.Leave(nd)
 		c.Restart(nd)
-		testcluster.Eventually(t, 30*time.Second, nd.ID+" back as a voter", func() error { return oneCluster(c) })
+		testutil.Eventually(t, 30*time.Second, nd.ID+" back as a voter", func() error { return oneCluster(c) })
 		// A rolling restart moves on once the node serves again; here that
 		// means the client's own connection to it works again.
-		testcluster.Eventually(t, 30*time.Second, nd.ID+" serves the client again", func() error {
+		testutil.Eventually(t, 30*time.Second, nd.ID+" serves the client again", func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			_, err := apis[i].Get(ctx, &idempb.GetRequest{Id: id("probe"), Consistency: idempb.Consistency_CONSISTENCY_STALE})
 			return err
 		})
 		// The load must have run across this restart, not just before it.
-		testcluster.Eventually(t, 30*time.Second, "writes after restarting "+nd.ID, func() error {
+		testutil.Eventually(t, 30*time.Second, "writes after restarting "+nd.ID, func() error {
 			if n := ackedCount() - before; n < 20 {
 				return fmt.Errorf("%d writes acknowledged since the restart began", n)
 			}
@@ -410,7 +411,7 @@ func TestDeadServerCleanup(t *testing.T) {
 	leader := c.WaitLeader(30 * time.Second)
 	victim := followerOf(c, leader)
 	c.Crash(victim)
-	testcluster.Eventually(t, 30*time.Second, "dead server removed", func() error {
+	testutil.Eventually(t, 30*time.Second, "dead server removed", func() error {
 		m, err := leader.Node().Members()
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -129,7 +130,7 @@ func refusedEverywhere(t *testing.T, c *testcluster.Cluster, leader, nd *testclu
 func waitIdentity(t *testing.T, nodes ...*testcluster.Node) string {
 	t.Helper()
 	var id string
-	testcluster.Eventually(t, 20*time.Second, "one cluster identity on every node", func() error {
+	testutil.Eventually(t, 20*time.Second, "one cluster identity on every node", func() error {
 		id = nodes[0].Node().ClusterID()
 		for _, nd := range nodes {
 			if got := nd.Node().ClusterID(); got == "" || got != id {

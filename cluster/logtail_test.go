@@ -17,6 +17,7 @@ import (
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testutil"
 )
 
 // A damaged last batch of the log (issue: adversarial probe, finding 6).
@@ -89,7 +90,7 @@ func flipInLastBatch(t *testing.T, dataDir string) {
 // was recorded.
 func waitServesOrExits(t *testing.T, n *cluster.Node, exits *exitCodes) {
 	t.Helper()
-	testcluster.Eventually(t, 20*time.Second, "node serves", func() error {
+	testutil.Eventually(t, 20*time.Second, "node serves", func() error {
 		if len(exits.get()) > 0 {
 			return nil
 		}
@@ -200,7 +201,7 @@ func TestDamagedLastLogBatchCatchesUpFromPeers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testcluster.Eventually(t, 30*time.Second, "the follower catches up", func() error {
+	testutil.Eventually(t, 30*time.Second, "the follower catches up", func() error {
 		if codes := exits.get(); len(codes) > 0 {
 			t.Fatalf("a node exited: %v", codes)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/internal/testaddr"
+	"github.com/idemnode/idemnode/internal/testutil"
 )
 
 // BenchmarkRestart1M measures how long a node holding 1 M completed records
@@ -72,22 +73,15 @@ func openSoloB(b *testing.B, cfg cluster.Config) *cluster.Node {
 // serveAgain waits until n answers a linearizable read and a claim.
 func serveAgain(b *testing.B, n *cluster.Node) {
 	b.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testutil.Eventually(b, 2*time.Minute, "the node serves", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := n.LinearizableBarrier(ctx)
-		if err == nil {
-			_, err = n.Apply(ctx, benchClaimCmd(-1))
+		defer cancel()
+		if err := n.LinearizableBarrier(ctx); err != nil {
+			return err
 		}
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("node does not serve: %v", err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		_, err := n.Apply(ctx, benchClaimCmd(-1))
+		return err
+	})
 }
 
 // benchClaimCmd claims record i with the peer benchmark's sizes: 8-byte

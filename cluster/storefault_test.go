@@ -19,7 +19,7 @@ import (
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/internal/testaddr"
-	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testutil"
 )
 
 // storedSolo builds a one-node data dir with a snapshot (the store made
@@ -229,7 +229,7 @@ func TestScrubCountsADamagedTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		testcluster.Eventually(t, 20*time.Second, "a scrub pass", func() error {
+		testutil.Eventually(t, 20*time.Second, "a scrub pass", func() error {
 			if passes, _ := gathered(t, reg, "idemnode_store_scrub_passes_total"); passes < 1 {
 				return fmt.Errorf("%v passes", passes)
 			}

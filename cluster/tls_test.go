@@ -15,6 +15,7 @@ import (
 	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testcluster"
 	"github.com/idemnode/idemnode/internal/testpki"
+	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -24,7 +25,7 @@ import (
 func TestTLSClusterForwardsOverMutualTLS(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3, testcluster.Options{Security: testcluster.NewSecurity(t)})
-	testcluster.Eventually(t, 10*time.Second, "one cluster", func() error { return oneCluster(c) })
+	testutil.Eventually(t, 10*time.Second, "one cluster", func() error { return oneCluster(c) })
 	leader := c.WaitLeader(10 * time.Second)
 	ctx := ctxFor(t, 10*time.Second)
 	for _, nd := range c.Nodes {
@@ -61,13 +62,13 @@ func TestStrangersAreShutOut(t *testing.T) {
 	c.Join(plainGossip)
 
 	// The stranger has the gossip key: the leader sees it, and would add it.
-	testcluster.Eventually(t, 10*time.Second, "the leader sees the stranger", func() error {
+	testutil.Eventually(t, 10*time.Second, "the leader sees the stranger", func() error {
 		return inGossip(leader.Node(), stranger.ID)
 	})
 	// A proper node joins last; once it is a voter, the leader has
 	// reconciled after seeing the stranger, more than once.
 	proper := c.AddNode()
-	testcluster.Eventually(t, 20*time.Second, "the proper node becomes a voter", func() error {
+	testutil.Eventually(t, 20*time.Second, "the proper node becomes a voter", func() error {
 		return isVoter(leader.Node(), proper.ID)
 	})
 	for _, nd := range c.Nodes[:3] {
@@ -87,7 +88,7 @@ func TestStrangersAreShutOut(t *testing.T) {
 		}
 		// The leader made it a voter on its own gossip view; the others
 		// hear of it a few probe intervals later.
-		testcluster.Eventually(t, 10*time.Second, nd.ID+" sees the proper node in gossip", func() error {
+		testutil.Eventually(t, 10*time.Second, nd.ID+" sees the proper node in gossip", func() error {
 			return inGossip(nd.Node(), proper.ID)
 		})
 	}
@@ -178,7 +179,7 @@ func TestGossipKeyRotationWhileRunning(t *testing.T) {
 	fresh := c.NewNode()
 	fresh.GossipKeys = [][]byte{b}
 	c.Join(fresh)
-	testcluster.Eventually(t, 20*time.Second, "the node with the new key becomes a voter", func() error {
+	testutil.Eventually(t, 20*time.Second, "the node with the new key becomes a voter", func() error {
 		return isVoter(leader.Node(), fresh.ID)
 	})
 	if err := inGossip(leader.Node(), retired.ID); err == nil {
@@ -186,7 +187,7 @@ func TestGossipKeyRotationWhileRunning(t *testing.T) {
 	}
 	// The leader hears of the fresh node first; the others learn of it by
 	// gossip a few probe intervals later.
-	testcluster.Eventually(t, 20*time.Second, "every node sees the fresh one alive", func() error {
+	testutil.Eventually(t, 20*time.Second, "every node sees the fresh one alive", func() error {
 		return allAlive(append(c.Nodes[:3:3], fresh)...)
 	})
 }

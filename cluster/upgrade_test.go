@@ -16,7 +16,7 @@ import (
 	"github.com/idemnode/idemnode/fsm"
 	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testclock"
-	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/store"
 )
 
@@ -227,7 +227,7 @@ func TestUpgradeFromStoreFormat1(t *testing.T) {
 // one, through the log, and keeps its state (the digest stays).
 func checkGetsIdentity(t *testing.T, n *cluster.Node, digest string) {
 	t.Helper()
-	testcluster.Eventually(t, 20*time.Second, "an identity for the upgraded state", func() error {
+	testutil.Eventually(t, 20*time.Second, "an identity for the upgraded state", func() error {
 		if n.ClusterID() == "" {
 			return fmt.Errorf("no identity yet")
 		}
