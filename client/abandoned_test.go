@@ -76,7 +76,7 @@ func (f *feedLog) increasing() error {
 func TestAbandonedFeedAcrossFailover(t *testing.T) {
 	skipInShort(t, "crashes the leader of a 3-node cluster under a watcher")
 	t.Parallel()
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: 90})
+	c := testcluster.Start(t, 3, testcluster.Options{})
 	var streams atomic.Int64 // WatchAbandoned streams opened
 	cl := newClient(t, c, func(cfg *client.Config) {
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainStreamInterceptor(
@@ -110,7 +110,7 @@ func TestAbandonedFeedAcrossFailover(t *testing.T) {
 
 	first, second := newID(), newID()
 	token := dies(first)
-	testutil.WaitFor(t, 20*time.Second, "the abandonment reported", func() bool { return feed.count(first.Key, "abandoned", "") > 0 })
+	testutil.Eventually(t, 20*time.Second, "the abandonment reported", func() bool { return feed.count(first.Key, "abandoned", "") > 0 })
 	ev, _ := feed.find(first.Key, "abandoned")
 	if ev.Token != token || ev.Attempt != 1 || ev.RecoveryPoint != "charged" {
 		t.Fatalf("abandoned event %+v, want token %d, attempt 1, point charged", ev, token)
@@ -125,7 +125,7 @@ func TestAbandonedFeedAcrossFailover(t *testing.T) {
 	t.Logf("crashed the leader %s after event %d", leader.ID, ev.Seq)
 	c.WaitLeader(30 * time.Second)
 	dies(second)
-	testutil.WaitFor(t, 30*time.Second, "the abandonment after the crash reported", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the abandonment after the crash reported", func() bool {
 		return feed.count(second.Key, "abandoned", "") > 0
 	})
 
@@ -137,14 +137,14 @@ func TestAbandonedFeedAcrossFailover(t *testing.T) {
 	if charges.Load() != 1 || receipts.Load() != 1 {
 		t.Fatalf("%d charges and %d receipts, want one of each", charges.Load(), receipts.Load())
 	}
-	testutil.WaitFor(t, 20*time.Second, "the resolution reported", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the resolution reported", func() bool {
 		return feed.count(first.Key, "resolved", "taken_over") > 0
 	})
 	// A last abandonment: the feed arrives in order, so once it is here any
 	// repeat of an earlier event would have come before it.
 	last := newID()
 	dies(last)
-	testutil.WaitFor(t, 20*time.Second, "the last abandonment reported", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the last abandonment reported", func() bool {
 		return feed.count(last.Key, "abandoned", "") > 0
 	})
 	stopWatch()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testcluster"
 	"github.com/idemnode/idemnode/rpc"
 )
@@ -24,13 +25,13 @@ import (
 // quickly, whether the client lists every node or only a follower.
 func TestAdvertisedLeaderUnreachable(t *testing.T) {
 	t.Parallel()
-	const subnet = 73
+	block := testaddr.New(t)
 	advertised := func(id string) string { return fmt.Sprintf("%s.invalid:%d", id, testcluster.GRPCPort) }
 	nodeNames := testcluster.Names{}
 	for i := 1; i <= 3; i++ {
-		nodeNames[fmt.Sprintf("node%d.invalid", i)] = fmt.Sprintf("127.0.%d.%d", subnet, 10+i)
+		nodeNames[fmt.Sprintf("node%d.invalid", i)] = block.IP(10 + i)
 	}
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnet,
+	c := testcluster.Start(t, 3, testcluster.Options{Addrs: block,
 		Tune:       func(cfg *cluster.Config) { cfg.GRPCAdvertise = advertised(cfg.NodeID) },
 		APIOptions: []rpc.Option{rpc.WithForwardDialOptions(grpc.WithResolvers(nodeNames))},
 	})
@@ -44,7 +45,7 @@ func TestAdvertisedLeaderUnreachable(t *testing.T) {
 	}
 
 	// A silent address: it accepts connections and never says a word.
-	silentIP := fmt.Sprintf("127.0.%d.99", subnet)
+	silentIP := block.IP(99)
 	silent, err := net.Listen("tcp", net.JoinHostPort(silentIP, fmt.Sprint(testcluster.GRPCPort)))
 	if err != nil {
 		t.Fatalf("listen: %v", err)

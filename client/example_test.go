@@ -11,12 +11,13 @@ import (
 	"github.com/idemnode/idemnode/client"
 )
 
-// The examples run against the three-node cluster that TestMain starts on
-// 127.0.70.11-13; point Addrs at your own nodes (default port 7400).
+// The examples run against the three-node cluster that TestMain starts,
+// whose gRPC addresses nodeAddrs lists; point Addrs at your own nodes
+// (default port 7400), as in []string{"10.0.0.1:7400", "10.0.0.2:7400"}.
 
 // Do runs a side effect once per key; the retry is answered from the record.
 func ExampleClient_Do() {
-	c, err := client.New(client.Config{Addrs: []string{"127.0.70.11:17400", "127.0.70.12:17400", "127.0.70.13:17400"}})
+	c, err := client.New(client.Config{Addrs: nodeAddrs})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func ExampleClient_Do() {
 // A permanent failure is stored and replayed; a transient one is released
 // so that the retry runs the function again.
 func ExampleClient_Do_failures() {
-	c, err := client.New(client.Config{Addrs: []string{"127.0.70.11:17400", "127.0.70.12:17400", "127.0.70.13:17400"}})
+	c, err := client.New(client.Config{Addrs: nodeAddrs})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func ExampleClient_Do_failures() {
 
 // The low-level calls: claim, run the side effect, complete.
 func ExampleClient_Claim() {
-	c, err := client.New(client.Config{Addrs: []string{"127.0.70.11:17400", "127.0.70.12:17400", "127.0.70.13:17400"}})
+	c, err := client.New(client.Config{Addrs: nodeAddrs})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func ExampleFingerprint() {
 // once the lease runs out), the next call resumes after the last step
 // instead of charging the card again.
 func ExampleRun_Checkpoint() {
-	c, err := client.New(client.Config{Addrs: []string{"127.0.70.11:17400", "127.0.70.12:17400", "127.0.70.13:17400"}})
+	c, err := client.New(client.Config{Addrs: nodeAddrs})
 	if err != nil {
 		log.Fatal(err)
 	}

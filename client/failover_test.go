@@ -28,7 +28,7 @@ import (
 func TestLeaderKillDuringDo(t *testing.T) {
 	skipInShort(t, "kills the leader of a 3-node cluster under calls")
 	t.Parallel()
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: 71})
+	c := testcluster.Start(t, 3, testcluster.Options{})
 	var unavailable atomic.Int64
 	cl := newClient(t, c, func(cfg *client.Config) {
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(
@@ -136,7 +136,7 @@ func TestLeaderKillDuringDo(t *testing.T) {
 // return the completion without an error.
 func TestWaitAcrossLeaderChange(t *testing.T) {
 	t.Parallel()
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: 72})
+	c := testcluster.Start(t, 3, testcluster.Options{})
 	var leadershipLost atomic.Int64
 	cl := newClient(t, c, func(cfg *client.Config) {
 		cfg.LeaderRefresh = 100 * time.Millisecond
@@ -175,7 +175,7 @@ func TestWaitAcrossLeaderChange(t *testing.T) {
 	if next == old {
 		t.Fatalf("leadership stayed on %s", old.ID)
 	}
-	testutil.WaitFor(t, 20*time.Second, "both waits held again on the new leader", func() bool {
+	testutil.Eventually(t, 20*time.Second, "both waits held again on the new leader", func() bool {
 		return next.Node().Machine().Waiting() >= 2
 	})
 	resp := client.Response{Status: 201, Body: []byte("done")}
@@ -201,7 +201,7 @@ func TestWaitAcrossLeaderChange(t *testing.T) {
 		t.Fatalf("transfer leadership: %v", err)
 	}
 	third := c.WaitLeader(30 * time.Second)
-	testcluster.Eventually(t, 10*time.Second, "the client following the leader", func() error {
+	testutil.Eventually(t, 10*time.Second, "the client following the leader", func() error {
 		if _, err := cl.Get(ctx, forWait); err != nil {
 			return err
 		}

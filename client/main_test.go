@@ -12,13 +12,17 @@ import (
 	"github.com/idemnode/idemnode/internal/testutil"
 )
 
-// shared is a three-node cluster on 127.0.70.11-13 for the tests that do
-// not kill nodes, and for the runnable examples (which name its addresses).
-var shared *testcluster.Cluster
+// shared is a three-node cluster for the tests that do not kill nodes, and
+// for the runnable examples, which call nodeAddrs, its gRPC addresses.
+var (
+	shared    *testcluster.Cluster
+	nodeAddrs []string
+)
 
 func TestMain(m *testing.M) {
 	tb := testmain.New("client")
-	shared = testcluster.Start(tb, 3, testcluster.Options{Subnet: 70})
+	shared = testcluster.Start(tb, 3, testcluster.Options{})
+	nodeAddrs = addrs(shared)
 	code := m.Run()
 	tb.Close()
 	os.Exit(code)
@@ -69,5 +73,5 @@ func heldOnLeader(t testing.TB, c *testcluster.Cluster, n int, start func()) {
 	m := c.WaitLeader(30 * time.Second).Node().Machine()
 	base := m.Waiting()
 	start()
-	testutil.WaitFor(t, 10*time.Second, "waiters held on the leader", func() bool { return m.Waiting() >= base+n })
+	testutil.Eventually(t, 10*time.Second, "waiters held on the leader", func() bool { return m.Waiting() >= base+n })
 }

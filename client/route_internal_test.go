@@ -2,11 +2,14 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemnode/idemnode/internal/testutil"
 )
 
 // silentNode listens on 127.0.0.1 and accepts connections but never
@@ -66,13 +69,12 @@ func TestCloseStopsTheLeaderRefresh(t *testing.T) {
 	// A goroutine that has signalled Close may still be on its way out
 	// (runnable at its closing brace), so give it the moment to return; a
 	// refresh still asking the silent node would stay for discoverTimeout (1 s).
-	left := clientGoroutines()
-	for deadline := time.Now().Add(200 * time.Millisecond); len(left) > 0 && time.Now().Before(deadline); left = clientGoroutines() {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if len(left) > 0 {
-		t.Fatalf("after Close %d goroutines still run the client:\n%s", len(left), strings.Join(left, "\n\n"))
-	}
+	testutil.Eventually(t, 200*time.Millisecond, "the client's goroutines to return after Close", func() error {
+		if left := clientGoroutines(); len(left) > 0 {
+			return fmt.Errorf("%d goroutines still run the client:\n%s", len(left), strings.Join(left, "\n\n"))
+		}
+		return nil
+	})
 }
 
 // TestDiscoveryReportsWhyNoNodeAnswered: a discovery that reached no node

@@ -18,7 +18,7 @@ import (
 func TestTLS(t *testing.T) {
 	t.Parallel()
 	sec := testcluster.NewSecurity(t)
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: 104, Security: sec})
+	c := testcluster.Start(t, 3, testcluster.Options{Security: sec})
 	cl := newClient(t, c, func(cfg *client.Config) {
 		cfg.TransportCredentials = credentials.NewTLS(sec.ClientTLS(t))
 	})

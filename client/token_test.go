@@ -16,10 +16,10 @@ import (
 	"github.com/idemnode/idemnode/rpc"
 )
 
-// authCluster is a one-node cluster on 127.0.<subnet>.11 that takes
+// authCluster is a one-node cluster that takes
 // tenants from bearer tokens (acme's and globex's), with limits and, when
 // rate is set, that claim rate per tenant.
-func authCluster(t *testing.T, subnet int, limits rpc.Limits, rate *rpc.ClaimRateLimit) *testcluster.Cluster {
+func authCluster(t *testing.T, limits rpc.Limits, rate *rpc.ClaimRateLimit) *testcluster.Cluster {
 	t.Helper()
 	tokens := testcluster.Tokens(t, map[string]string{"acme-secret-token-0001": "acme", "globex-secret-token-0002": "globex"})
 	auth, err := rpc.NewAuthenticator(rpc.AuthConfig{Tokens: tokens})
@@ -30,7 +30,7 @@ func authCluster(t *testing.T, subnet int, limits rpc.Limits, rate *rpc.ClaimRat
 	if rate != nil {
 		unary = append(unary, rate.UnaryInterceptor())
 	}
-	return testcluster.Start(t, 1, testcluster.Options{Subnet: subnet, Limits: &limits,
+	return testcluster.Start(t, 1, testcluster.Options{Limits: &limits,
 		// One node: bootstrap alone (bootstrap-expect needs two or more).
 		Tune: func(cfg *cluster.Config) { cfg.Bootstrap, cfg.Join = true, nil },
 		ServerOptions: func(*testcluster.Node) []grpc.ServerOption {
@@ -45,7 +45,7 @@ func authCluster(t *testing.T, subnet int, limits rpc.Limits, rate *rpc.ClaimRat
 // sent over plaintext, and no token at all is refused.
 func TestTokens(t *testing.T) {
 	t.Parallel()
-	c := authCluster(t, 121, rpc.DefaultLimits(), nil)
+	c := authCluster(t, rpc.DefaultLimits(), nil)
 	ctx := testCtx(t)
 	id := client.ID{Scope: "POST /v1/charges", Key: client.NewKey()} // no tenant: the token's
 	runs := map[string]int{}
@@ -96,7 +96,7 @@ func TestLimitErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := authCluster(t, 122, limits, rate)
+	c := authCluster(t, limits, rate)
 	cl := newClient(t, c, func(cfg *client.Config) {
 		cfg.DialOptions = append(cfg.DialOptions, client.WithInsecureToken("acme-secret-token-0001"))
 	})
