@@ -28,7 +28,7 @@ func abandon(t *testing.T, clk *testclock.Clock, c *caller, tenant, key string) 
 		t.Fatalf("claim %s/%s: %v %v", tenant, key, won, err)
 	}
 	clk.Advance(time.Second)
-	testutil.WaitFor(t, 10*time.Second, "the abandonment marked", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the abandonment marked", func() bool {
 		page, err := c.api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{Tenant: tenant})
 		if err != nil {
 			t.Fatalf("list: %v", err)
@@ -130,7 +130,7 @@ func TestWatchRefusesAPrunedCursor(t *testing.T) {
 	// Abandoned, then expired, then both events pruned after the TTL: the
 	// clock moves on while the test waits, five times as fast as the real
 	// one, so each expiry tick is taken before the next.
-	testutil.WaitFor(t, 15*time.Second, "the feed pruned", func() bool {
+	testutil.Eventually(t, 15*time.Second, "the feed pruned", func() bool {
 		clk.Advance(10 * time.Millisecond)
 		st, err := c.api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{})
 		return err == nil && len(st.GetRecords()) == 0 && node.Machine().Meta().Feed.PrunedThrough >= 2

@@ -17,14 +17,12 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/idemnode/idemnode/internal/netfault"
+	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testcluster"
 	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/rpc"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
-
-// subnetFeedFollower is TestFeedCursorFromTheLeaderOnALaggingFollower's.
-const subnetFeedFollower = 187
 
 // feedToken is tenant acme's bearer token in that test.
 const feedToken = "acme-feed-token-000001"
@@ -47,7 +45,7 @@ func abandonOn(t *testing.T, c *testcluster.Cluster, key string) uint64 {
 		t.Fatalf("claim %s on %s: %v %v", key, leader.ID, won, err)
 	}
 	var seq uint64
-	testutil.WaitFor(t, 20*time.Second, "the abandonment of "+key, func() bool {
+	testutil.Eventually(t, 20*time.Second, "the abandonment of "+key, func() bool {
 		page, err := leader.Client().ListAbandoned(ctx, &idempb.ListAbandonedRequest{PageSize: 1000})
 		for _, ev := range page.GetRecords() {
 			if err == nil && ev.GetId().GetKey() == key {
@@ -74,7 +72,8 @@ func TestFeedCursorFromTheLeaderOnALaggingFollower(t *testing.T) {
 	if err := netfault.Available(); err != nil {
 		t.Skipf("partition test skipped: %v", err)
 	}
-	p, err := netfault.New(fmt.Sprintf("F%d", subnetFeedFollower))
+	addrs := testaddr.New(t)
+	p, err := netfault.New(addrs.Chain())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +100,7 @@ func TestFeedCursorFromTheLeaderOnALaggingFollower(t *testing.T) {
 			watches.Add(1)
 		}
 	}
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: subnetFeedFollower, Limits: &limits,
+	c := testcluster.Start(t, 3, testcluster.Options{Addrs: addrs, Limits: &limits,
 		Security: testcluster.NewSecurity(t),
 		Unary: []grpc.UnaryServerInterceptor{auth.UnaryInterceptor(),
 			func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -153,7 +152,7 @@ func TestFeedCursorFromTheLeaderOnALaggingFollower(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, 10*time.Second, "the list and the watch on the follower", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the list and the watch on the follower", func() bool {
 		return lists.Load() >= 2 && watches.Load() >= 1
 	})
 	if err := p.Heal(); err != nil {

@@ -29,16 +29,15 @@ const (
 	floodBurst = 20
 )
 
-// floodCluster is three nodes on 127.0.120.11-13 with authentication by
-// bearer tokens (noisy's and quiet's), the quotas above and the claim rate
-// on every node.
+// floodCluster is three nodes with authentication by bearer tokens
+// (noisy's and quiet's), the quotas above and the claim rate on every node.
 func floodCluster(t *testing.T) *testcluster.Cluster {
 	t.Helper()
 	tokens := testcluster.Tokens(t, map[string]string{"noisy-token-0123456789": "noisy", "quiet-token-0123456789": "quiet"})
 	limits := rpc.DefaultLimits()
 	limits.TenantMaxKeys, limits.TenantMaxBytes, limits.QuotaRetryAfter = floodKeys, floodBytes, time.Second
 	// Plaintext with tokens: nodes forward unary, with the caller's token.
-	return testcluster.Start(t, 3, testcluster.Options{Subnet: 120, Limits: &limits,
+	return testcluster.Start(t, 3, testcluster.Options{Limits: &limits,
 		APIOptions: []rpc.Option{rpc.WithUnaryForwarding()},
 		ServerOptions: func(*testcluster.Node) []grpc.ServerOption {
 			auth, err := rpc.NewAuthenticator(rpc.AuthConfig{Tokens: tokens})

@@ -104,7 +104,7 @@ func TestForwardLinkRoutesReplies(t *testing.T) {
 		}()
 	}
 	// Every caller is waiting before the leader answers anything.
-	testutil.WaitFor(t, 5*time.Second, "all calls registered", func() bool {
+	testutil.Eventually(t, 5*time.Second, "all calls registered", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return len(l.pending) == calls
@@ -134,7 +134,7 @@ func TestForwardLinkFailsPendingCallsUnavailable(t *testing.T) {
 	e.breakAfter = 0
 	e.mu.Unlock()
 	close(e.release)
-	testutil.WaitFor(t, 5*time.Second, "a call on a new stream", func() bool {
+	testutil.Eventually(t, 5*time.Second, "a call on a new stream", func() bool {
 		l, err := f.link(addr)
 		if err != nil {
 			return false

@@ -65,7 +65,7 @@ func TestShutdownEndsStreamsWithCallsRunning(t *testing.T) {
 	for i := range 400 {
 		go func() { _, _ = l.call(ctx, waitingClaim("held", fmt.Sprintf("w%d", i), time.Minute)) }()
 	}
-	testutil.WaitFor(t, 10*time.Second, "400 waiting claims on the leader", func() bool {
+	testutil.Eventually(t, 10*time.Second, "400 waiting claims on the leader", func() bool {
 		total, _ := s.waits.active("")
 		return total >= 400
 	})
@@ -106,7 +106,7 @@ func TestForwardedWaitWithoutDeadlineLastsAsAsked(t *testing.T) {
 	}()
 	// The wait's own timer and the holder's lease timer are armed: only
 	// then does advancing the clock reach them.
-	testutil.WaitFor(t, 10*time.Second, "the forwarded claim waiting on the leader", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the forwarded claim waiting on the leader", func() bool {
 		total, _ := s.waits.active("")
 		return total >= 1 && clk.Waiting() >= armed+2
 	})

@@ -16,7 +16,7 @@ func TestInflightReusesIdleWorkers(t *testing.T) {
 		calls.start(func() { close(done) })
 		<-done
 		// Let the worker get back to waiting for the next call.
-		testutil.WaitFor(t, 5*time.Second, "an idle worker", func() bool { return idleWorkerWaiting(calls) })
+		testutil.Eventually(t, 5*time.Second, "an idle worker", func() bool { return idleWorkerWaiting(calls) })
 	}
 	// One worker runs them all: a worker counts itself idle before the next
 	// start looks, and takes the call handed to it. Without reuse it would
@@ -44,7 +44,7 @@ func TestInflightRunsCallsBeyondTheWorkers(t *testing.T) {
 			<-release
 		})
 	}
-	testutil.WaitFor(t, 5*time.Second, "every call running at once", func() bool { return running.Load() == int32(n) })
+	testutil.Eventually(t, 5*time.Second, "every call running at once", func() bool { return running.Load() == int32(n) })
 	committed := make(chan struct{})
 	lanes.commits.start(func() { close(committed) })
 	select {

@@ -99,7 +99,7 @@ func mustNodeOn(t *testing.T, clk clock.Clock) *cluster.Node {
 	}
 	// Leadership is known before the term's first entry is committed; the
 	// barrier is what says the node serves linearizable reads.
-	testutil.WaitFor(t, 20*time.Second, "a linearizable barrier", func() bool {
+	testutil.Eventually(t, 20*time.Second, "a linearizable barrier", func() bool {
 		return node.LinearizableBarrier(ctx) == nil
 	})
 	return node
@@ -153,7 +153,7 @@ func (c *testCluster) get(t *testing.T, key string, cons idempb.Consistency) *id
 // waiter timed out stays registered until its key changes.
 func (c *testCluster) waitForWaiters(t *testing.T, n int) {
 	t.Helper()
-	testutil.WaitFor(t, 10*time.Second, "a registered waiter", func() bool {
+	testutil.Eventually(t, 10*time.Second, "a registered waiter", func() bool {
 		return c.node.Machine().Waiting() >= n
 	})
 }

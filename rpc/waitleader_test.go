@@ -37,7 +37,7 @@ func checkLeadershipLost(t *testing.T, what string, err error) {
 func TestWaitEndsOnLeaderChange(t *testing.T) {
 	rpc.SkipInShort(t, "moves leadership around a 3-node cluster")
 	t.Parallel()
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: 74})
+	c := testcluster.Start(t, 3, testcluster.Options{})
 	leader := c.WaitLeader(30 * time.Second)
 	var follower *testcluster.Node
 	for _, nd := range c.Nodes {
@@ -70,7 +70,7 @@ func TestWaitEndsOnLeaderChange(t *testing.T) {
 		return follower.Client().Wait(ctx, &idempb.WaitRequest{Id: id("forwarded"), Timeout: minute})
 	})
 	machine := leader.Node().Machine()
-	testutil.WaitFor(t, 10*time.Second, "three waits held on the leader", func() bool { return machine.Waiting() == 3 })
+	testutil.Eventually(t, 10*time.Second, "three waits held on the leader", func() bool { return machine.Waiting() == 3 })
 
 	if _, err := leader.Admin().TransferLeadership(ctx, &idempb.TransferLeadershipRequest{}); err != nil {
 		t.Fatalf("transfer leadership: %v", err)
@@ -86,7 +86,7 @@ func TestWaitEndsOnLeaderChange(t *testing.T) {
 	}
 	// The forwarded wait is held again on the new leader; complete the key
 	// there once it is, and the follower's caller gets the completion.
-	testutil.WaitFor(t, 10*time.Second, "the forwarded wait held on the new leader", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the forwarded wait held on the new leader", func() bool {
 		return newLeader.Node().Machine().Waiting() >= 1
 	})
 	out, err := newLeader.Client().Complete(ctx, &idempb.CompleteRequest{Id: id("forwarded"), Token: holders["forwarded"],

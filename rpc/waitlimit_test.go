@@ -66,7 +66,7 @@ func TestWaitCaps(t *testing.T) {
 	}
 	held := func(tenant string, n int) {
 		t.Helper()
-		testutil.WaitFor(t, 10*time.Second, "held waits", func() bool { _, got := s.waits.active(tenant); return got == n })
+		testutil.Eventually(t, 10*time.Second, "held waits", func() bool { _, got := s.waits.active(tenant); return got == n })
 	}
 
 	// Two acme waits fill the tenant's cap: one waiting claim, one Wait.

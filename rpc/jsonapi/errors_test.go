@@ -106,7 +106,7 @@ func authCluster(t *testing.T) *testcluster.Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testcluster.Start(t, 1, testcluster.Options{Subnet: subnetAuth, JSON: true,
+	return testcluster.Start(t, 1, testcluster.Options{JSON: true,
 		Tune:   func(cfg *cluster.Config) { cfg.Bootstrap, cfg.Join = true, nil },
 		Unary:  []grpc.UnaryServerInterceptor{auth.UnaryInterceptor(), rate.UnaryInterceptor()},
 		Stream: []grpc.StreamServerInterceptor{auth.StreamInterceptor()}})

@@ -22,20 +22,14 @@ import (
 	"github.com/idemnode/idemnode/internal/testmain"
 )
 
-// Subnets of this package's clusters (127.0.<subnet>.x).
-const (
-	subnetShared = 150 + iota
-	subnetAuth
-)
-
-// shared is a three-node cluster on 127.0.150.11-13, each node serving
+// shared is a three-node cluster, each node serving
 // the JSON API, without authentication.
 var shared *testcluster.Cluster
 
 func TestMain(m *testing.M) {
 	tb := testmain.New("jsonapi")
 	if f := flag.Lookup("test.fuzz"); f == nil || f.Value.String() == "" {
-		shared = testcluster.Start(tb, 3, testcluster.Options{Subnet: subnetShared, JSON: true})
+		shared = testcluster.Start(tb, 3, testcluster.Options{JSON: true})
 	}
 	code := m.Run()
 	tb.Close()
