@@ -43,12 +43,12 @@ func TestCallerGoneKeepsLease(t *testing.T) {
 	}
 	left := time.Now()
 	cl, id := newClient(t), client.ID{Tenant: "acme", Scope: "POST /v1/charges", Key: key}
-	testutil.WaitFor(t, 10*time.Second, "the lease extended to three leases past the caller's departure", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the lease extended to three leases past the caller's departure", func() bool {
 		rec, err := cl.Get(t.Context(), id)
 		return err == nil && rec.State == client.StatePending && rec.LeaseExpiresAt.After(left.Add(3*time.Second))
 	})
 	close(finish)
-	testutil.WaitFor(t, 10*time.Second, "the answer stored", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the answer stored", func() bool {
 		rec, err := cl.Get(t.Context(), id)
 		return err == nil && rec.State == client.StateCompleted
 	})

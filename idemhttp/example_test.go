@@ -12,10 +12,11 @@ import (
 	"github.com/idemnode/idemnode/idemhttp"
 )
 
-// The example runs against the three-node cluster that TestMain starts on
-// 127.0.75.11-13; point Addrs at your own nodes (default port 7400).
+// The example runs against the three-node cluster that TestMain starts,
+// whose gRPC addresses nodeAddrs lists; point Addrs at your own nodes
+// (default port 7400), as in []string{"10.0.0.1:7400", "10.0.0.2:7400"}.
 func ExampleMiddleware_Handler() {
-	c, err := client.New(client.Config{Addrs: []string{"127.0.75.11:17400", "127.0.75.12:17400", "127.0.75.13:17400"}})
+	c, err := client.New(client.Config{Addrs: nodeAddrs})
 	if err != nil {
 		log.Fatal(err)
 	}

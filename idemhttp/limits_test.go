@@ -26,14 +26,14 @@ const (
 	globexToken = "globex-token-0123456789"
 )
 
-// limitedCluster is three nodes on 127.0.<subnet>.11-13 that take the
+// limitedCluster is three nodes that take the
 // tenant from bearer tokens (acmeToken, globexToken), with limits and,
 // when rate > 0, a claim rate per tenant and node.
-func limitedCluster(t *testing.T, subnet int, limits rpc.Limits, rate float64, burst int) *testcluster.Cluster {
+func limitedCluster(t *testing.T, limits rpc.Limits, rate float64, burst int) *testcluster.Cluster {
 	t.Helper()
 	tokens := testcluster.Tokens(t, map[string]string{acmeToken: "acme", globexToken: "globex"})
 	// Plaintext with tokens: nodes forward unary, with the caller's token.
-	return testcluster.Start(t, 3, testcluster.Options{Subnet: subnet, Limits: &limits,
+	return testcluster.Start(t, 3, testcluster.Options{Limits: &limits,
 		APIOptions: []rpc.Option{rpc.WithUnaryForwarding()},
 		ServerOptions: func(*testcluster.Node) []grpc.ServerOption {
 			auth, err := rpc.NewAuthenticator(rpc.AuthConfig{Tokens: tokens})
@@ -118,7 +118,7 @@ func wantRetryAfter(t *testing.T, what string, got reply, values ...string) {
 // the handler or storing anything.
 func TestRateLimitedIs429(t *testing.T) {
 	t.Parallel()
-	c := limitedCluster(t, 130, rpc.DefaultLimits(), 0.2, 3)
+	c := limitedCluster(t, rpc.DefaultLimits(), 0.2, 3)
 	cl := clientOf(t, c, acmeToken)
 	h := &charges{}
 	srv := serve(t, idemhttp.Config{Client: cl, Tenant: fixedTenant("acme")}, h)
@@ -157,7 +157,7 @@ func TestQuotaAndCredentials(t *testing.T) {
 	t.Parallel()
 	limits := rpc.DefaultLimits()
 	limits.TenantMaxKeys, limits.TenantMaxBytes, limits.QuotaRetryAfter = 3, 4<<10, 3*time.Second
-	c := limitedCluster(t, 131, limits, 0, 0)
+	c := limitedCluster(t, limits, 0, 0)
 	acme := clientOf(t, c, acmeToken)
 	scope := "POST /v1/charges"
 

@@ -19,16 +19,22 @@ import (
 	"github.com/idemnode/idemnode/internal/testutil"
 )
 
-// shared is a three-node cluster on 127.0.75.11-13 for every test here and
-// for the runnable example (which names its addresses).
-var shared *testcluster.Cluster
+// shared is a three-node cluster for every test here and for the runnable
+// example, which calls nodeAddrs, its gRPC addresses.
+var (
+	shared    *testcluster.Cluster
+	nodeAddrs []string
+)
 
 func TestMain(m *testing.M) {
 	tb := testmain.New("idemhttp")
 	// Fuzzing runs only the pure fuzz targets, in worker processes that
-	// each run TestMain: a cluster on fixed addresses would collide there.
+	// each run TestMain: they need no cluster.
 	if f := flag.Lookup("test.fuzz"); f == nil || f.Value.String() == "" {
-		shared = testcluster.Start(tb, 3, testcluster.Options{Subnet: 75})
+		shared = testcluster.Start(tb, 3, testcluster.Options{})
+		for _, nd := range shared.Nodes {
+			nodeAddrs = append(nodeAddrs, nd.GRPCAddr())
+		}
 	}
 	code := m.Run()
 	tb.Close()
@@ -37,10 +43,7 @@ func TestMain(m *testing.M) {
 
 func newClient(t testing.TB, tune ...func(*client.Config)) *client.Client {
 	t.Helper()
-	cfg := client.Config{}
-	for _, nd := range shared.Nodes {
-		cfg.Addrs = append(cfg.Addrs, nd.GRPCAddr())
-	}
+	cfg := client.Config{Addrs: nodeAddrs}
 	for _, f := range tune {
 		f(&cfg)
 	}
@@ -124,5 +127,5 @@ func heldOnLeader(t testing.TB, n int, start func()) {
 	m := shared.WaitLeader(30 * time.Second).Node().Machine()
 	base := m.Waiting()
 	start()
-	testutil.WaitFor(t, 10*time.Second, "waiters held on the leader", func() bool { return m.Waiting() >= base+n })
+	testutil.Eventually(t, 10*time.Second, "waiters held on the leader", func() bool { return m.Waiting() >= base+n })
 }

@@ -2,6 +2,7 @@ package idemhttp_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/idemhttp"
 	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/rpc"
 )
 
@@ -70,11 +72,12 @@ func TestProblemsSayWhatToDoNext(t *testing.T) {
 	go func() { done <- request(t, "POST", srv.URL+"/slow", key, `{"a":1}`) }()
 	<-running // the first request holds the key: the next are duplicates
 	var held reply
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if held = request(t, "POST", srv.URL+"/slow", key, `{"a":1}`); held.status == http.StatusConflict {
-			break
+	testutil.Eventually(t, 30*time.Second, "a duplicate answered 409 while the first request holds the key", func() error {
+		if held = request(t, "POST", srv.URL+"/slow", key, `{"a":1}`); held.status != http.StatusConflict {
+			return fmt.Errorf("HTTP %d %s", held.status, held.body)
 		}
-	}
+		return nil
+	})
 	p := decodeProblem(t, held)
 	if held.status != 409 || p.OperationState != idemhttp.StateInProgress || *p.SafeNewKey || p.KeyExpiresAt == nil {
 		t.Fatalf("in flight: HTTP %d %+v, want in_progress, no safe new key, and when the key expires", held.status, p)
@@ -108,7 +111,7 @@ func TestExpiredKeyIsGone(t *testing.T) {
 	t.Parallel()
 	limits := rpc.DefaultLimits()
 	limits.MinTTL, limits.MinLease, limits.TombstoneTTL = 100*time.Millisecond, 100*time.Millisecond, time.Hour
-	c := testcluster.Start(t, 1, testcluster.Options{Subnet: 161, Limits: &limits,
+	c := testcluster.Start(t, 1, testcluster.Options{Limits: &limits,
 		// One node: bootstrap alone (bootstrap-expect needs two or more).
 		Tune: func(cfg *cluster.Config) { cfg.Bootstrap, cfg.Join = true, nil }})
 	cl, err := client.New(client.Config{Addrs: []string{c.Nodes[0].GRPCAddr()}})

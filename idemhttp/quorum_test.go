@@ -18,7 +18,7 @@ import (
 // plus Config.Wait, or a deadline on the request's context.
 func TestNoQuorumIsBounded(t *testing.T) {
 	t.Parallel()
-	c := testcluster.New(t, 3, testcluster.Options{Subnet: 76})
+	c := testcluster.New(t, 3, testcluster.Options{})
 	c.StartNode(c.Nodes[0], 3, []string{c.Nodes[1].GossipAddr(), c.Nodes[2].GossipAddr()})
 	alone := []string{c.Nodes[0].GRPCAddr()}
 	for _, tc := range []struct {
