@@ -26,14 +26,13 @@ import (
 	"github.com/idemnode/idemnode/proxy"
 )
 
-// shared is a three-node cluster on 127.0.152.11-13 for the tests that do
-// not stop nodes.
+// shared is a three-node cluster for the tests that do not stop nodes.
 var shared *testcluster.Cluster
 
 func TestMain(m *testing.M) {
 	tb := testmain.New("proxy")
 	if f := flag.Lookup("test.fuzz"); f == nil || f.Value.String() == "" {
-		shared = testcluster.Start(tb, 3, testcluster.Options{Subnet: 152, JSON: true})
+		shared = testcluster.Start(tb, 3, testcluster.Options{JSON: true})
 	}
 	code := m.Run()
 	tb.Close()

@@ -31,7 +31,7 @@ func TestReadiness(t *testing.T) {
 		r := proxy.WatchCluster(t.Context(), tc.cl, 200*time.Millisecond, slog.New(slog.DiscardHandler))
 		ops := httptest.NewServer(proxy.OpsHandler(prometheus.NewRegistry(), r))
 		t.Cleanup(ops.Close)
-		testutil.WaitFor(t, 10*time.Second, tc.name+": /readyz", func() bool { return status(t, ops.URL+"/readyz") == tc.ready })
+		testutil.Eventually(t, 10*time.Second, tc.name+": /readyz", func() bool { return status(t, ops.URL+"/readyz") == tc.ready })
 		if got := status(t, ops.URL+"/healthz"); got != 200 {
 			t.Errorf("%s: /healthz %d", tc.name, got)
 		}

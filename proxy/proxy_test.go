@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/idemhttp"
+	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/proxy"
 )
 
@@ -220,13 +222,12 @@ func requests(t testing.TB, reg *prometheus.Registry, outcome string) float64 {
 // waitRuns waits until key ran n times on up.
 func waitRuns(t testing.TB, up *upstream, key string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for up.runs(key) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s ran %d times after 20s, want %d", key, up.runs(key), n)
+	testutil.Eventually(t, 20*time.Second, fmt.Sprintf("%s to run %d times", key, n), func() error {
+		if runs := up.runs(key); runs < n {
+			return fmt.Errorf("%s ran %d times", key, runs)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestProxyTenantHeaderFlag: without a routes file, --tenant-header
