@@ -14,13 +14,13 @@ import (
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
-// TestAgainstCluster runs idembench against an in-process 3-node cluster
-// (subnet 140): every mode briefly, then the checkers against planted bugs.
+// TestAgainstCluster runs idembench against an in-process 3-node cluster:
+// every mode briefly, then the checkers against planted bugs.
 func TestAgainstCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: runs every benchmark mode against a 3-node cluster")
 	}
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: 140})
+	c := testcluster.Start(t, 3, testcluster.Options{})
 	var addrs []string
 	for _, nd := range c.Nodes {
 		addrs = append(addrs, nd.GRPCAddr())

@@ -71,7 +71,7 @@ func executions(t *testing.T, base string) int {
 // --cluster and --listen) against a three-node cluster, and checks every
 // answer of POST /v1/charges and the executions count.
 func TestPayments(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{Subnet: 80})
+	c := testcluster.Start(t, 3, testcluster.Options{})
 	var addrs []string
 	for _, nd := range c.Nodes {
 		addrs = append(addrs, nd.GRPCAddr())
@@ -88,7 +88,7 @@ func TestPayments(t *testing.T) {
 			t.Errorf("run: %v", err)
 		}
 	})
-	testutil.WaitFor(t, 10*time.Second, "the API listening", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the API listening", func() bool {
 		conn, err := net.Dial("tcp", listen)
 		if err == nil {
 			conn.Close()
