@@ -191,11 +191,11 @@ func TestTokensWatcherRuns(t *testing.T) {
 	}()
 
 	tokensFileOf(t, path, tokenC)
-	testutil.WaitFor(t, 5*time.Second, "the rotated token to be accepted", func() bool { return accepts(t, w.tokens, tokenC) })
+	testutil.Eventually(t, 5*time.Second, "the rotated token to be accepted", func() bool { return accepts(t, w.tokens, tokenC) })
 	wantAccepted(t, "after the rotation", w.tokens, tokenC)
 	before := logs.count("tokens reloaded")
 	hup <- struct{}{}
-	testutil.WaitFor(t, 5*time.Second, "a reload on SIGHUP", func() bool { return logs.count("tokens reloaded") > before })
+	testutil.Eventually(t, 5*time.Second, "a reload on SIGHUP", func() bool { return logs.count("tokens reloaded") > before })
 
 	cancel()
 	select {

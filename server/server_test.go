@@ -35,7 +35,7 @@ func TestStartServesAStandaloneNode(t *testing.T) {
 			t.Errorf("%s address %q, want the bound 127.0.0.1 port", name, addr)
 		}
 	}
-	testutil.WaitFor(t, 20*time.Second, "the node to be ready", func() bool { return srv.Ready() == nil })
+	testutil.Eventually(t, 20*time.Second, "the node to be ready", func() bool { return srv.Ready() == nil })
 	resp, err := http.Get("http://" + srv.HTTPAddr() + "/readyz")
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func TestStartServesAStandaloneNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	testutil.WaitFor(t, 10*time.Second, "health answers SERVING", func() bool {
+	testutil.Eventually(t, 10*time.Second, "health answers SERVING", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})

@@ -119,7 +119,7 @@ func TestServeWithAuth(t *testing.T) {
 	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, 10*time.Second, "the rotated token to work", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the rotated token to work", func() bool {
 		_, _, code := cli(t, append([]string{"get", "--addr", s.grpc, "--auth-token", rotated}, id...)...)
 		return code == 0
 	})
@@ -132,7 +132,7 @@ func TestServeWithAuth(t *testing.T) {
 	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, 10*time.Second, "the failed reload in the log", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the failed reload in the log", func() bool {
 		return strings.Contains(s.log(), "keeping the tokens in use")
 	})
 	s.cliJSON(0, &got, append([]string{"get", "--auth-token", rotated}, id...)...)

@@ -55,7 +55,7 @@ func TestBackupUnderLoadRestoresIntoNewNode(t *testing.T) {
 			}
 		}()
 	}
-	testutil.WaitFor(t, 30*time.Second, "load running", func() bool { return writes.Load() > 50 })
+	testutil.Eventually(t, 30*time.Second, "load running", func() bool { return writes.Load() > 50 })
 	file := filepath.Join(t.TempDir(), "backup.snap")
 	var saved backupJSON
 	s.cliJSON(0, &saved, "snapshot", "save", file)

@@ -2,12 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemnode/idemnode/internal/testutil"
 )
 
 // TestCheckpointCLI: a holder records a step from a file; bad input exits
@@ -87,12 +90,14 @@ func TestTombstoneCLI(t *testing.T) {
 	// from the tombstone, never as a fresh claim.
 	retry := []string{"claim", "--key", "paid", "--fingerprint", "aa", "--owner", "o2", "--addr", s.grpc, "-o", "json"}
 	retry = append(retry, s.clientFlags...)
-	deadline := time.Now().Add(20 * time.Second)
-	stdout, _, code := cli(t, retry...)
-	for code == exitCompleted && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-		stdout, _, code = cli(t, retry...)
-	}
+	var stdout string
+	var code int
+	testutil.Eventually(t, 20*time.Second, "a retry past the TTL not answered from the record", func() error {
+		if stdout, _, code = cli(t, retry...); code == exitCompleted {
+			return fmt.Errorf("exit %d, answered from the record: %s", code, stdout)
+		}
+		return nil
+	})
 	var late claimJSON
 	if err := json.Unmarshal([]byte(stdout), &late); err != nil || code != exitRefused || late.Outcome != "expired" {
 		t.Fatalf("late claim: exit %d (want %d), %q", code, exitRefused, stdout)

@@ -242,7 +242,7 @@ func TestCLIErrorsForHumans(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = node.Process.Kill(); _ = node.Wait() })
-	testutil.WaitFor(t, 20*time.Second, "the lonely node to answer status", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the lonely node to answer status", func() bool {
 		_, _, code := cli(t, "status", "--addr", lonely)
 		return code == exitOK
 	})
@@ -279,7 +279,7 @@ func TestGetSaysLeaseLapsed(t *testing.T) {
 	var won claimJSON
 	s.cliJSON(exitOK, &won, "claim", "--no-fingerprint", "--key", "short", "--lease", "1s", "--owner", "o")
 	s.cliJSON(exitOK, &won, "claim", "--no-fingerprint", "--key", "long", "--lease", "1m", "--owner", "o")
-	testutil.WaitFor(t, 10*time.Second, "get to say the lease lapsed", func() bool {
+	testutil.Eventually(t, 10*time.Second, "get to say the lease lapsed", func() bool {
 		stdout, _, code := cli(t, "get", "--addr", s.grpc, "--key", "short")
 		return code == exitOK && strings.Contains(stdout, "\n  lease_lapsed: true\n") &&
 			strings.Contains(stdout, "\nnote: the lease lapsed ") && strings.Contains(stdout, "the next claim takes the key over\n")

@@ -75,7 +75,7 @@ func TestCLIAgainstCluster(t *testing.T) {
 			n.kill()
 		}
 	}
-	testutil.WaitFor(t, 45*time.Second, "a claim to say the cluster has no quorum", func() bool {
+	testutil.Eventually(t, 45*time.Second, "a claim to say the cluster has no quorum", func() bool {
 		_, stderr, code := cli(t, "claim", "--no-fingerprint", "--addr", follower.grpc, "--key", "k", "--owner", "o", "--timeout", "2s")
 		if code == exitRetry && strings.Contains(stderr, "no leader: the cluster has no quorum (2 of 3 nodes unreachable)") {
 			return true

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testutil"
 )
 
@@ -22,7 +23,8 @@ import (
 func TestTwoDevNodesSideBySide(t *testing.T) {
 	t.Parallel()
 	needBinary(t)
-	for i, ip := range []string{"127.0.0.231", "127.0.0.232"} {
+	addrs := testaddr.New(t)
+	for i, ip := range []string{addrs.IP(1), addrs.IP(2)} {
 		grpcAddr := freeAddrOn(t, ip)
 		host, port, _ := net.SplitHostPort(grpcAddr)
 		p, _ := strconv.Atoi(port)
@@ -39,7 +41,7 @@ func TestTwoDevNodesSideBySide(t *testing.T) {
 			<-exited
 		})
 		httpAddr := net.JoinHostPort(host, strconv.Itoa(p+3))
-		testutil.WaitFor(t, 30*time.Second, "dev node "+grpcAddr+" ready at "+httpAddr, func() bool {
+		testutil.Eventually(t, 30*time.Second, "dev node "+grpcAddr+" ready at "+httpAddr, func() bool {
 			select {
 			case err := <-exited:
 				exited <- err // for the cleanup

@@ -35,7 +35,7 @@ func TestHealthFollowsReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	testutil.WaitFor(t, 20*time.Second, "health answers NOT_SERVING", func() bool {
+	testutil.Eventually(t, 20*time.Second, "health answers NOT_SERVING", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})

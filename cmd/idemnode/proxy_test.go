@@ -33,7 +33,7 @@ func TestProxyCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	testutil.WaitFor(t, 20*time.Second, "the proxy ready", func() bool { return get(t, "http://"+ops+"/readyz") == 200 })
+	testutil.Eventually(t, 20*time.Second, "the proxy ready", func() bool { return get(t, "http://"+ops+"/readyz") == 200 })
 
 	post := func() (int, string, string) {
 		req, _ := http.NewRequest("POST", "http://"+listen+"/charges", strings.NewReader(`{"amount":1}`))

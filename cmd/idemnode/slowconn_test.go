@@ -13,14 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testutil"
 )
-
-// subnetSlowConns holds the loopback subnet of TestSlowConnectionsLeaveTheLeaderServing:
-// its nodes need addresses of their own, apart from the attacker's and from
-// 127.0.0.1, where the CLI's calls come from.
-const subnetSlowConns = 241
 
 // slowConnLimits are the attacked cluster's limits: small caps, so that a
 // few hundred connections are over them, and short timeouts, so that the
@@ -41,8 +36,11 @@ var slowConnLimits = []string{"--grpc-max-conns", "50", "--api-max-conns", "50",
 // inside them when its body or handshake times out.
 func TestSlowConnectionsLeaveTheLeaderServing(t *testing.T) {
 	t.Parallel()
-	testcluster.LockSubnet(t, subnetSlowConns)
-	nodes := mustClusterOn(t, subnetSlowConns, 384, slowConnLimits...)
+	// The nodes need addresses of their own (hosts 1-3 of the block), apart
+	// from the attackers' (50 and 60-63) and from 127.0.0.1, where the CLI's
+	// calls come from.
+	addrs := testaddr.New(t)
+	nodes := mustClusterOn(t, addrs, 384, slowConnLimits...)
 	var st map[string]any
 	nodes[0].cliJSON(exitOK, &st, "status")
 	leaderID, _ := st["leader_id"].(string)
@@ -56,12 +54,12 @@ func TestSlowConnectionsLeaveTheLeaderServing(t *testing.T) {
 	}
 	term := st["term"]
 
-	atk := &attacker{src: &net.TCPAddr{IP: net.IPv4(127, 0, subnetSlowConns, 50)}, done: make(chan struct{})}
+	atk := &attacker{src: &net.TCPAddr{IP: addrs.NetIP(50)}, done: make(chan struct{})}
 	atk.redial.Store(true)
 	atk.run(200, leader.api, slowBody)
 	atk.run(200, leader.grpc, silent)
 	defer atk.stop()
-	testutil.WaitFor(t, 20*time.Second, "the attacker's connections", func() bool { return atk.opened.Load() >= 400 })
+	testutil.Eventually(t, 20*time.Second, "the attacker's connections", func() bool { return atk.opened.Load() >= 400 })
 
 	defer func() {
 		if t.Failed() {
@@ -72,19 +70,22 @@ func TestSlowConnectionsLeaveTheLeaderServing(t *testing.T) {
 	hc := &http.Client{Timeout: 5 * time.Second}
 	// Claims go on until the timeouts have closed some of the connections
 	// held inside the caps, and the attacker has opened new ones since.
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; i < 10 || time.Duration(atk.longest.Load()) < 2*time.Second; i++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %d claims in 30s no attacker connection was closed by a timeout", i)
+	claims := 0
+	testutil.Eventually(t, 30*time.Second, "an attacker connection closed by a timeout, with claims going on", func() error {
+		longest := time.Duration(atk.longest.Load())
+		if claims >= 10 && longest >= 2*time.Second {
+			return nil
 		}
 		var c claimJSON
-		leader.cliJSON(exitOK, &c, "claim", "--no-fingerprint", "--scope", "s", "--key", fmt.Sprintf("slow-%d", i), "--timeout", "10s")
+		leader.cliJSON(exitOK, &c, "claim", "--no-fingerprint", "--scope", "s", "--key", fmt.Sprintf("slow-%d", claims), "--timeout", "10s")
 		resp, err := hc.Get("http://" + leader.http + "/healthz")
 		if err != nil {
-			t.Fatalf("/healthz of the attacked leader, after %d claims: %v", i+1, err)
+			t.Fatalf("/healthz of the attacked leader, after %d claims: %v", claims+1, err)
 		}
 		resp.Body.Close()
-	}
+		claims++
+		return fmt.Errorf("after %d claims the longest attacker connection lasted %s", claims, longest)
+	})
 	other.cliJSON(exitOK, &st, "status")
 	if st["leader_id"] != leaderID || st["term"] != term {
 		t.Fatalf("under the attack the leader changed: %v in term %v, before %s in term %v", st["leader_id"], st["term"], leaderID, term)
@@ -106,7 +107,7 @@ func TestSlowConnectionsLeaveTheLeaderServing(t *testing.T) {
 	// the timeouts: the longest-lived lasted the 2 s body or handshake
 	// timeout and a margin for a loaded machine.
 	atk.redial.Store(false)
-	testutil.WaitFor(t, 20*time.Second, "the server to close every attacker connection", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the server to close every attacker connection", func() bool {
 		return atk.closed.Load() == atk.opened.Load()
 	})
 	if longest := time.Duration(atk.longest.Load()); longest > 10*time.Second {
@@ -115,7 +116,7 @@ func TestSlowConnectionsLeaveTheLeaderServing(t *testing.T) {
 	t.Logf("attacker: %d connections opened and closed, the longest held %s", atk.opened.Load(),
 		time.Duration(atk.longest.Load()))
 	atk.stop()
-	peersPassAFullListener(t, leader, other)
+	peersPassAFullListener(t, addrs, leader, other)
 }
 
 // peersPassAFullListener fills the leader's gRPC listener from four
@@ -123,18 +124,18 @@ func TestSlowConnectionsLeaveTheLeaderServing(t *testing.T) {
 // idle, which no timeout closes: a new client of the leader is refused,
 // but a claim through the follower is forwarded to the leader over a new
 // connection from the follower's address, which the cap lets in.
-func peersPassAFullListener(t *testing.T, leader, follower *server) {
+func peersPassAFullListener(t *testing.T, addrs *testaddr.Block, leader, follower *server) {
 	t.Helper()
 	var atks []*attacker
 	for i := range 4 {
-		a := &attacker{src: &net.TCPAddr{IP: net.IPv4(127, 0, subnetSlowConns, byte(60+i))}, done: make(chan struct{})}
+		a := &attacker{src: &net.TCPAddr{IP: addrs.NetIP(60 + i)}, done: make(chan struct{})}
 		a.redial.Store(true)
 		a.run(25, leader.grpc, idleHTTP2)
 		defer a.stop()
 		atks = append(atks, a)
 	}
 	const held = `idemnode_listener_connections{listener="grpc"}`
-	testutil.WaitFor(t, 20*time.Second, "the attackers to fill the leader's gRPC listener", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the attackers to fill the leader's gRPC listener", func() bool {
 		return scrape(t, leader)[held] == 50
 	})
 	if _, stderr, code := cli(t, "claim", "--no-fingerprint", "--scope", "s", "--key", "refused", "--addr", leader.grpc, "--timeout", "2s"); code != exitRetry {
@@ -251,14 +252,14 @@ func (a *attacker) stop() {
 	a.wg.Wait()
 }
 
-// mustClusterOn starts three plaintext servers on 127.0.<subnet>.1-3 that
+// mustClusterOn starts three plaintext servers on hosts 1-3 of addrs that
 // form one cluster, each limited to nofile descriptors, with extra added to
 // their serve flags, and waits until every one is ready.
-func mustClusterOn(t *testing.T, subnet, nofile int, extra ...string) []*server {
+func mustClusterOn(t *testing.T, addrs *testaddr.Block, nofile int, extra ...string) []*server {
 	t.Helper()
 	nodes := make([]*server, 3)
 	for i := range nodes {
-		ip := fmt.Sprintf("127.0.%d.%d", subnet, i+1)
+		ip := addrs.IP(i + 1)
 		n := newServer(t, nil, nil)
 		n.nodeID = "n" + string(rune('1'+i))
 		n.grpc, n.raft, n.http, n.gossip, n.api = freeAddrOn(t, ip), freeAddrOn(t, ip), freeAddrOn(t, ip),

@@ -105,7 +105,7 @@ func TestServeOverTLS(t *testing.T) {
 	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, 10*time.Second, "the gossip keys reloaded", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the gossip keys reloaded", func() bool {
 		return strings.Contains(s.log(), `gossip keys reloaded" keys=2`)
 	})
 	s.cliJSON(0, &won, "claim", "--key", "k2", "--fingerprint", "bb")

@@ -117,7 +117,7 @@ func TestRollingUpgradeGivesTheClusterAnIdentity(t *testing.T) {
 		}
 	}
 	var id string
-	testutil.WaitFor(t, 30*time.Second, "one identity on every upgraded node", func() bool {
+	testutil.Eventually(t, 30*time.Second, "one identity on every upgraded node", func() bool {
 		ids := identities()
 		id = ids[0]
 		return id != "" && ids[1] == id && ids[2] == id
@@ -154,7 +154,7 @@ func stop(t *testing.T, s *server) {
 // awaitRemoved waits until via's Raft configuration no longer lists id.
 func awaitRemoved(t *testing.T, via *server, id string) {
 	t.Helper()
-	testutil.WaitFor(t, 30*time.Second, id+" removed from the configuration", func() bool {
+	testutil.Eventually(t, 30*time.Second, id+" removed from the configuration", func() bool {
 		var m struct {
 			Servers []struct {
 				ID string `json:"id"`
