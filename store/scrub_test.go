@@ -116,7 +116,7 @@ func TestScrubStopsWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { sc.Run(ctx); close(done) }()
-	testutil.WaitFor(t, 10*time.Second, "the scrub reads", func() bool { return sc.bytes.Load() > 0 })
+	testutil.Eventually(t, 10*time.Second, "the scrub reads", func() bool { return sc.bytes.Load() > 0 })
 	cancel()
 	select {
 	case <-done:
