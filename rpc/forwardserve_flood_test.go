@@ -112,7 +112,7 @@ func TestForwardedFloodIsBoundedWhileCommitsStall(t *testing.T) {
 		}()
 	}
 	refused := int64(flood - callWorkers - commitQueue)
-	testutil.WaitFor(t, 20*time.Second, "every call past the workers and the queue refused", func() bool {
+	testutil.Eventually(t, 20*time.Second, "every call past the workers and the queue refused", func() bool {
 		return busy.Load() >= refused || other.Load() > 0
 	})
 	if other.Load() > 0 || busy.Load() != refused {
@@ -167,7 +167,7 @@ func TestForwardedWaitFloodLeavesClaimsPrompt(t *testing.T) {
 			}
 		}()
 	}
-	testutil.WaitFor(t, 20*time.Second, "the waits past the cap refused", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the waits past the cap refused", func() bool {
 		return refused.Load() >= flood-300 || other.Load() > 0
 	})
 	if other.Load() > 0 {

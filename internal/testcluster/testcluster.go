@@ -24,7 +24,6 @@ import (
 	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/internal/testaddr"
 	"github.com/idemnode/idemnode/internal/testpki"
-	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/rpc"
 	"github.com/idemnode/idemnode/rpc/idempb"
 	"github.com/idemnode/idemnode/server"
@@ -44,9 +43,6 @@ type Options struct {
 	// Addrs.IP(10+i)); New takes a free one when it is nil. A test gives its
 	// own when it needs the addresses before the cluster exists.
 	Addrs *testaddr.Block
-	// Subnet, when not 0, puts the nodes on 127.0.<Subnet>.x instead, the
-	// hand-picked way being replaced by Addrs.
-	Subnet int
 	// Tune adjusts each node's configuration before it starts.
 	Tune func(*cluster.Config)
 	// Server adjusts each node's server configuration before it starts
@@ -90,22 +86,20 @@ type Node struct {
 
 // Cluster is a set of in-process nodes.
 type Cluster struct {
-	t    testing.TB
-	opts Options
-	root string
+	t     testing.TB
+	opts  Options
+	root  string
+	Nodes []*Node
 	// Addrs is the block of the nodes' addresses; hosts 1-10 and above
 	// 10+len(Nodes) are free for the test's own listeners and processes,
 	// and Addrs.Chain() names its partitions.
 	Addrs *testaddr.Block
-	Nodes []*Node
 }
 
 // New prepares n nodes without starting them (see StartNode).
 func New(t testing.TB, n int, opts Options) *Cluster {
 	t.Helper()
-	if opts.Subnet != 0 {
-		lockSubnet(t, opts.Subnet)
-	} else if opts.Addrs == nil {
+	if opts.Addrs == nil {
 		opts.Addrs = testaddr.New(t)
 	}
 	c := &Cluster{t: t, opts: opts, root: t.TempDir(), Addrs: opts.Addrs}
@@ -151,11 +145,7 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 }
 
 func (c *Cluster) newNode(i int) *Node {
-	ip := fmt.Sprintf("127.0.%d.%d", c.opts.Subnet, 10+i)
-	if c.Addrs != nil {
-		ip = c.Addrs.IP(10 + i)
-	}
-	return &Node{Index: i, ID: fmt.Sprintf("node%d", i), IP: ip,
+	return &Node{Index: i, ID: fmt.Sprintf("node%d", i), IP: c.Addrs.IP(10 + i),
 		DataDir: filepath.Join(c.root, fmt.Sprintf("node%d", i))}
 }
 
@@ -218,12 +208,6 @@ func (c *Cluster) start(nd *Node, expect int, join []string) error {
 	nd.srv, nd.conn = srv, conn
 	nd.mu.Unlock()
 	return nil
-}
-
-// Eventually is testutil.Eventually, for the callers not yet moved to it.
-func Eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	testutil.Eventually(t, timeout, what, check)
 }
 
 // Node returns the cluster node of a running server (nil when stopped).

@@ -54,12 +54,6 @@ func Eventually[C Check](t testing.TB, timeout time.Duration, what string, check
 	}
 }
 
-// WaitFor is Eventually, for the callers not yet moved to it.
-func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	Eventually(t, timeout, what, cond)
-}
-
 // FreeAddr returns a loopback address whose port was free a moment ago: it
 // listens on 127.0.0.1:0 and closes the listener. For a process that must be
 // told its port on the command line; in-process servers listen on :0 instead.
