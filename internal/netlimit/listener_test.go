@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idemnode/idemnode/internal/testaddr"
 )
 
 // serveLimited listens on 127.0.0.1 within cfg's caps and hands every
@@ -120,14 +122,15 @@ func TestListenerClosesConnectionsOverItsCap(t *testing.T) {
 // address still gets in.
 func TestListenerCapsOneAddress(t *testing.T) {
 	l, accepted := serveLimited(t, Config{Name: "api", Max: 10, MaxPerIP: 2})
+	addrs := testaddr.New(t)
 	for range 2 {
-		dialFrom(t, l, "127.0.0.2")
+		dialFrom(t, l, addrs.IP(2))
 		mustAccept(t, accepted, "a connection within the address cap")
 	}
-	if !refused(t, l, "127.0.0.2") {
+	if !refused(t, l, addrs.IP(2)) {
 		t.Fatal("a third connection from one address was left open")
 	}
-	c := dialFrom(t, l, "127.0.0.3")
+	c := dialFrom(t, l, addrs.IP(3))
 	mustAccept(t, accepted, "a connection from another address")
 	if closedByServer(c, 200*time.Millisecond) {
 		t.Fatal("another address was refused")
@@ -138,24 +141,25 @@ func TestListenerCapsOneAddress(t *testing.T) {
 // in and counts; Exempt is asked only over a cap.
 func TestListenerExemptsPeers(t *testing.T) {
 	var asked atomic.Int32
-	peer := netip.MustParseAddr("127.0.0.2")
+	addrs := testaddr.New(t)
+	peer := netip.MustParseAddr(addrs.IP(2))
 	l, accepted := serveLimited(t, Config{Name: "grpc", Max: 1, MaxPerIP: 1, Exempt: func(ip netip.Addr) bool {
 		asked.Add(1)
 		return ip == peer
 	}})
-	dialFrom(t, l, "127.0.0.3")
+	dialFrom(t, l, addrs.IP(3))
 	mustAccept(t, accepted, "the first connection")
 	if asked.Load() != 0 {
 		t.Fatalf("Exempt asked %d times within the caps", asked.Load())
 	}
 	for range 2 {
-		c := dialFrom(t, l, "127.0.0.2")
+		c := dialFrom(t, l, addrs.IP(2))
 		mustAccept(t, accepted, "a peer's connection over the caps")
 		if closedByServer(c, 200*time.Millisecond) {
 			t.Fatal("a peer's connection was refused")
 		}
 	}
-	if !refused(t, l, "127.0.0.4") {
+	if !refused(t, l, addrs.IP(4)) {
 		t.Fatal("a client over the cap was left open")
 	}
 	if l.Held() != 3 {
