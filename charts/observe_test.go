@@ -22,16 +22,16 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/idemnode/idemnode/internal/obsfiles"
+	"github.com/idemnode/idemnode/internal/testaddr"
+	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
 // The local cluster and Prometheus of scripts/cluster.sh and
-// scripts/observe.sh, on loopback addresses of this test's own (no other
-// test uses 127.0.160.x), so a developer's scripts/cluster.sh cluster on
-// 127.0.0.x and this test do not meet.
+// scripts/observe.sh run on a block of loopback addresses of this test's
+// own (package testaddr), so a developer's scripts/cluster.sh cluster on
+// 127.0.0.x, other tests and a second run of this one do not meet.
 const (
-	clusterNet      = "127.0.160"
-	promAddr        = clusterNet + ".1:19090"
 	observeInterval = time.Second
 	// The variables the dashboard's queries use, as observe.sh labels the
 	// targets; $__rate_interval as Grafana would make it of a 15 s scrape.
@@ -98,14 +98,14 @@ func TestObservabilityAgainstRealPrometheus(t *testing.T) {
 	// Prometheus applies its targets a few seconds after it starts: wait
 	// for scrapes of all three, run the workload, then let a few more
 	// scrapes see it.
-	o.waitFor(t, time.Minute, "three targets scraped five times", func() error {
+	testutil.Eventually(t, time.Minute, "three targets scraped five times", func() error {
 		if n := o.scalar(t, `count(count_over_time(up{job="idemnode"}[1m]) >= 5)`); n != 3 {
 			return fmt.Errorf("%v targets with five scrapes", n)
 		}
 		return nil
 	})
 	claims := o.workload()
-	o.waitFor(t, 30*time.Second, "Prometheus to see the workload's claims", func() error {
+	testutil.Eventually(t, 30*time.Second, "Prometheus to see the workload's claims", func() error {
 		if n := o.scalar(t, `sum(idemnode_tenant_claims_total{job="idemnode"})`); n != float64(claims) {
 			return fmt.Errorf("%v claims, want %d", n, claims)
 		}
@@ -136,7 +136,7 @@ func TestObservabilityAgainstRealPrometheus(t *testing.T) {
 	before := o.scalar(t, withoutThreshold(t, flapping.Expr))
 	leader := o.leaderNode(t)
 	o.script("cluster.sh", "kill", leader)
-	o.waitFor(t, 60*time.Second, "the flapping expression to register the new leader", func() error {
+	testutil.Eventually(t, 60*time.Second, "the flapping expression to register the new leader", func() error {
 		if v := o.scalar(t, withoutThreshold(t, flapping.Expr)); v <= before {
 			return fmt.Errorf("flapping expression %v, was %v before the kill", v, before)
 		}
@@ -149,7 +149,7 @@ func TestObservabilityAgainstRealPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatalf("IdemnodeNoLeader for %q: %v", noLeader.For, err)
 	}
-	o.waitFor(t, 60*time.Second, "all three nodes ready", func() error { return o.allReady() })
+	testutil.Eventually(t, 60*time.Second, "all three nodes ready", func() error { return o.allReady() })
 	// A crash of two, not a graceful stop: a node stopped with SIGTERM
 	// leaves the configuration, and the last one would lead a cluster of
 	// one (alerts_test.yaml covers that case with made-up series).
@@ -160,7 +160,7 @@ func TestObservabilityAgainstRealPrometheus(t *testing.T) {
 	// the evaluations that see it, plus the election timeout of the node
 	// left behind.
 	budget := wait + 10*observeInterval + 10*time.Second
-	o.waitFor(t, budget, "IdemnodeNoLeader firing", func() error { return o.alertFiring("IdemnodeNoLeader") })
+	testutil.Eventually(t, budget, "IdemnodeNoLeader firing", func() error { return o.alertFiring("IdemnodeNoLeader") })
 	// Two crashed of three also fire the rule's second half (at most half
 	// the targets up): the first, no node is leader, must fire on its own.
 	halves := regexp.MustCompile(`(?m)^\s*or\s*$`).Split(noLeader.Expr, -1)
@@ -179,6 +179,8 @@ type observed struct {
 	root string // the repository
 	env  []string
 	bin  string // the cluster's idemnode binary
+	net  string // the cluster's first three octets (IDEMNODE_CLUSTER_NET)
+	prom string // Prometheus's address
 }
 
 func startObserved(t *testing.T) *observed {
@@ -187,14 +189,16 @@ func startObserved(t *testing.T) *observed {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	o := &observed{t: t, root: root, bin: filepath.Join(dir, "bin", "idemnode"), env: append(os.Environ(),
+	addrs := testaddr.New(t)
+	o := &observed{t: t, root: root, bin: filepath.Join(dir, "bin", "idemnode"), net: addrs.Prefix(), prom: addrs.Addr(1, 19090)}
+	o.env = append(os.Environ(),
 		"IDEMNODE_CLUSTER_DIR="+dir,
-		"IDEMNODE_CLUSTER_NET="+clusterNet,
+		"IDEMNODE_CLUSTER_NET="+o.net,
 		// Quotas for the tenant panels; snapshots every 32 entries, so the
 		// workload records some and the snapshot panels have data.
 		"IDEMNODE_SERVE_ARGS=--tenant-max-keys 100000 --tenant-max-bytes 100000000 --snapshot-threshold 32 --snapshot-interval 1s",
-		"IDEMNODE_PROMETHEUS_ADDR="+promAddr,
-		"IDEMNODE_OBSERVE_INTERVAL="+observeInterval.String())}
+		"IDEMNODE_PROMETHEUS_ADDR="+o.prom,
+		"IDEMNODE_OBSERVE_INTERVAL="+observeInterval.String())
 	t.Cleanup(func() {
 		o.scriptQuiet("observe.sh", "down")
 		o.scriptQuiet("cluster.sh", "down")
@@ -224,7 +228,7 @@ func (o *observed) scriptQuiet(name string, args ...string) {
 }
 
 // nodeAddr is cluster.sh's gRPC address of node i (1-based).
-func nodeAddr(i int) string { return fmt.Sprintf("%s.%d:7400", clusterNet, 10+i) }
+func (o *observed) nodeAddr(i int) string { return fmt.Sprintf("%s.%d:7400", o.net, 10+i) }
 
 // workload claims keys of three tenants on each node (followers forward),
 // completes some, and asks again for some, so every outcome a panel
@@ -233,7 +237,7 @@ func (o *observed) workload() (claims int) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := 1; i <= 3; i++ {
-		conn, err := grpc.NewClient(nodeAddr(i), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(o.nodeAddr(i), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			o.t.Fatal(err)
 		}
@@ -259,21 +263,6 @@ func (o *observed) workload() (claims int) {
 		conn.Close()
 	}
 	return claims
-}
-
-func (o *observed) waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s: %v", timeout, what, err)
-		}
-		time.Sleep(observeInterval / 2)
-	}
 }
 
 // promResult is one sample of an instant query's vector.
@@ -336,7 +325,7 @@ func (o *observed) scalar(t *testing.T, expr string) float64 {
 }
 
 func (o *observed) getJSON(path string, v any) error {
-	resp, err := http.Get("http://" + promAddr + path)
+	resp, err := http.Get("http://" + o.prom + path)
 	if err != nil {
 		return err
 	}
@@ -360,7 +349,7 @@ func (o *observed) leaderNode(t *testing.T) string {
 		t.Fatalf("leader per Prometheus: %v %v", res, err)
 	}
 	host, _, _ := strings.Cut(res[0].Metric["instance"], ":")
-	return strings.TrimPrefix(host, clusterNet+".1") // <net>.1N
+	return strings.TrimPrefix(host, o.net+".1") // <net>.1N
 }
 
 // allReady is nil once Prometheus saw every node ready.
