@@ -22,11 +22,11 @@ type procCluster struct {
 	part  *netfault.Partitioner // nil when partitions are unavailable
 
 	// What the foreign-join fault needs to start servers beside the
-	// cluster (foreign.go): the results dir, the binary, the subnet, the
+	// cluster (foreign.go): the results dir, the binary, the network, the
 	// timings every server gets, and the cluster's flags without a planted
 	// bug.
 	dir, bin      string
-	subnet        int
+	net           string // the nodes' first three octets
 	common, flags []string
 	// outsiders are the processes started beside the cluster; shutdown
 	// stops them too.
@@ -38,14 +38,14 @@ func newProcCluster(cfg config, dir, bin string) (*procCluster, error) {
 		"--snapshot-threshold", "256", "--snapshot-interval", "1s",
 		"--min-lease", "100ms", "--min-ttl", "2s", "--expiry-interval", "200ms",
 		"--disk-stall-timeout", "4s", "--log-level", "warn"}
-	c := &procCluster{dir: dir, bin: bin, subnet: cfg.subnet, common: common,
+	c := &procCluster{dir: dir, bin: bin, net: cfg.netPrefix(), common: common,
 		flags: append([]string{"--bootstrap-expect", fmt.Sprint(cfg.nodes)}, common...)}
 	flags := c.flags
 	if cfg.bug != "" {
 		flags = append(slices.Clone(flags), "--fault-bug", cfg.bug)
 	}
 	for i := 1; i <= cfg.nodes; i++ {
-		n := &node{id: fmt.Sprintf("n%d", i), ip: fmt.Sprintf("127.0.%d.%d", cfg.subnet, 10+i),
+		n := &node{id: fmt.Sprintf("n%d", i), ip: fmt.Sprintf("%s.%d", c.net, 10+i),
 			dir: filepath.Join(dir, fmt.Sprintf("n%d", i)), bin: bin, flags: flags}
 		if err := os.MkdirAll(n.dir, 0o755); err != nil {
 			return nil, err

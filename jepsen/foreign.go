@@ -50,9 +50,9 @@ type foreignCluster struct {
 }
 
 // outsiderIP is the i-th loopback address after the cluster's nodes: an
-// address of the harness's subnet that no node uses and no partition cuts.
+// address of the harness's network that no node uses and no partition cuts.
 func (c *procCluster) outsiderIP(i int) string {
-	return fmt.Sprintf("127.0.%d.%d", c.subnet, 10+len(c.nodes)+i)
+	return fmt.Sprintf("%s.%d", c.net, 10+len(c.nodes)+i)
 }
 
 // foreignJoin restores the other cluster's backup into a fresh node and

@@ -19,6 +19,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/idemnode/idemnode/internal/testaddr"
 )
 
 // config is one run's parameters.
@@ -42,6 +44,27 @@ type config struct {
 	// checkTimeout is porcupine's budget per key: a key it gives up on
 	// is a warning, not a verdict.
 	checkTimeout time.Duration
+	// addrs, when a test sets it, is the block of package testaddr the
+	// nodes listen on and the partitions are named after, instead of
+	// 127.0.<subnet>.x and the chain J<subnet>: a test run beside another
+	// harness run never meets it.
+	addrs *testaddr.Block
+}
+
+// netPrefix is the first three octets of the nodes' addresses.
+func (c config) netPrefix() string {
+	if c.addrs != nil {
+		return c.addrs.Prefix()
+	}
+	return fmt.Sprintf("127.0.%d", c.subnet)
+}
+
+// chainTag names the run's iptables chain (netfault.New).
+func (c config) chainTag() string {
+	if c.addrs != nil {
+		return c.addrs.Chain()
+	}
+	return fmt.Sprintf("J%d", c.subnet)
 }
 
 func main() {

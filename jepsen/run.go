@@ -194,7 +194,7 @@ func setupFaults(cfg config, c *procCluster, res *runResult, logf func(string, .
 	}
 	reason := netfault.Available()
 	if reason == nil {
-		if c.part, err = netfault.New(fmt.Sprintf("J%d", cfg.subnet)); err != nil {
+		if c.part, err = netfault.New(cfg.chainTag()); err != nil {
 			reason = err
 		}
 	}

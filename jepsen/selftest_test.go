@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/idemnode/idemnode/internal/testaddr"
 )
 
 // TestPlantedBugsAreCaught runs the harness against each planted bug and
@@ -38,6 +40,7 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			cfg.addrs = testaddr.New(t)
 			if code := run(cfg); code != 0 {
 				t.Fatalf("planted bug %s: the checker did not report %s (exit %d)", bug, kind, code)
 			}
