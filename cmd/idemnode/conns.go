@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -18,18 +16,13 @@ type connFlags struct {
 	perIP       int
 	fdReserve   int
 	readTimeout time.Duration
-	// caps are the listeners' caps, in the order they were registered.
-	caps []*listenerCap
-	fl   *pflag.FlagSet
+	fl          *pflag.FlagSet
 }
 
 // listenerCap is one listener's --*-max-conns flag.
 type listenerCap struct {
-	name string // the listener's metrics label
 	flag string
 	max  int
-	// on says the listener is served; a listener that is off takes no share.
-	on bool
 }
 
 // register adds the shared flags to fl, with readTimeout as the default
@@ -45,59 +38,15 @@ func (c *connFlags) register(fl *pflag.FlagSet, readTimeout time.Duration, exemp
 		"then the connection is closed (0: unbounded; a long poll's wait for its answer is not counted)")
 }
 
-// listener registers the cap flag of a listener named name and returns it.
-func (c *connFlags) listener(name, flag string, max int, help string) *listenerCap {
-	l := &listenerCap{name: name, flag: flag, max: max, on: true}
+// listener registers the cap flag of a listener and returns it.
+func (c *connFlags) listener(flag string, max int, help string) *listenerCap {
+	l := &listenerCap{flag: flag, max: max}
 	c.fl.IntVar(&l.max, flag, max, help+"; lowered to fit the open-file limit unless given")
-	c.caps = append(c.caps, l)
 	return l
 }
 
-// fit sizes the caps of the listeners that are on to the process's
-// open-file limit (netlimit.Fit): an error when the caps given do not fit.
-func (c *connFlags) fit(log *slog.Logger) error {
-	if c.perIP < 0 || c.fdReserve < 0 || c.readTimeout < 0 {
-		return fmt.Errorf("--max-conns-per-ip, --fd-reserve and --read-timeout must not be negative")
-	}
-	limit, err := netlimit.DescriptorLimit()
-	if err != nil {
-		return runtimeError{err}
-	}
-	reserve := c.fdReserve
-	if reserve == 0 {
-		reserve = netlimit.DefaultReserve(limit)
-	}
-	var caps []netlimit.Cap
-	var on []*listenerCap
-	for _, l := range c.caps {
-		if l.on {
-			caps = append(caps, netlimit.Cap{Name: "--" + l.flag, Max: l.max, Set: c.fl.Changed(l.flag)})
-			on = append(on, l)
-		}
-	}
-	fitted, lowered, err := netlimit.Fit(limit, reserve, caps)
-	if err != nil {
-		return err
-	}
-	args := []any{"open_files", limit, "reserve", reserve}
-	for i, l := range on {
-		l.max = fitted[i]
-		args = append(args, l.name, l.max)
-	}
-	if lowered {
-		log.Warn("connection caps lowered to fit the open-file limit", args...)
-	} else {
-		log.Debug("connection caps", args...)
-	}
-	return nil
-}
-
-// config is the netlimit configuration of listener l.
-func (c *connFlags) config(l *listenerCap, m *netlimit.Metrics) netlimit.Config {
-	return netlimit.Config{Name: l.name, Max: l.max, MaxPerIP: c.perIP, Metrics: m}
-}
-
-// cap is listener l's cap, for the server to fit (server.Conns).
+// cap is listener l's cap, for the server or the proxy to fit
+// (server.FitConns).
 func (c *connFlags) cap(l *listenerCap) netlimit.Cap {
 	return netlimit.Cap{Name: "--" + l.flag, Max: l.max, Set: c.fl.Changed(l.flag)}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -14,12 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/idemnode/idemnode/client"
-	"github.com/idemnode/idemnode/internal/netlimit"
 	"github.com/idemnode/idemnode/proxy"
 	idemserver "github.com/idemnode/idemnode/server"
 )
@@ -38,7 +34,8 @@ type proxyFlags struct {
 	logFormat       string
 	auth            clientAuth
 	tls             clientTLS
-	// conns bound the proxy's listeners (conns.go).
+	// conns bound the proxy's listeners (conns.go); proxyConns and
+	// httpConns are their caps.
 	conns                 connFlags
 	proxyConns, httpConns *listenerCap
 }
@@ -74,8 +71,8 @@ func newProxyCmd() *cobra.Command {
 	f.auth.register(fl)
 	f.tls.register(fl)
 	f.conns.register(fl, 60*time.Second, "")
-	f.proxyConns = f.conns.listener("proxy", "max-conns", 4096, "the most connections --listen holds")
-	f.httpConns = f.conns.listener("http", "http-max-conns", 256, "the most connections --http-addr holds")
+	f.proxyConns = f.conns.listener("max-conns", 4096, "the most connections --listen holds")
+	f.httpConns = f.conns.listener("http-max-conns", 256, "the most connections --http-addr holds")
 	return cmd
 }
 
@@ -123,10 +120,6 @@ func runProxy(ctx context.Context, f proxyFlags) error {
 	if err != nil {
 		return err
 	}
-	f.httpConns.on = f.httpAddr != ""
-	if err := f.conns.fit(log); err != nil {
-		return err
-	}
 	dial, err := f.auth.dialOptions()
 	if err != nil {
 		return err // a usage error that names its flag
@@ -142,46 +135,27 @@ func runProxy(ctx context.Context, f proxyFlags) error {
 	}
 	defer cl.Close()
 	cfg.Client = cl
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cfg.Metrics = reg
-	h, err := proxy.New(cfg)
-	if err != nil {
-		return err
-	}
-	connMetrics := netlimit.NewMetrics(reg)
-	ln, err := idemserver.ListenLimited(f.listen, f.conns.config(f.proxyConns, connMetrics))
-	if err != nil {
-		return runtimeError{err}
-	}
+	// From the moment the proxy listens, a signal stops it cleanly.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ready := proxy.WatchCluster(ctx, cl, 2*time.Second, log)
-	errc := make(chan error, 2)
-	srv := idemserver.NewHTTPServer(h, 10*time.Second, f.conns.readTimeout)
-	go func() {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("proxy: %w", err)
-		}
-	}()
-	opsSrv, _, err := idemserver.ServeHTTP(f.httpAddr, proxy.OpsHandler(reg, ready), f.conns.config(f.httpConns, connMetrics), f.conns.readTimeout, errc)
-	if err != nil {
+	srv, err := proxy.Start(proxy.ServerConfig{Config: cfg, Listen: f.listen, HTTPAddr: f.httpAddr,
+		Conns: proxy.Conns{MaxPerIP: f.conns.perIP, FDReserve: f.conns.fdReserve, ReadTimeout: f.conns.readTimeout,
+			Proxy: f.conns.cap(f.proxyConns), HTTP: f.conns.cap(f.httpConns)}})
+	var invalid *idemserver.ConfigError
+	switch {
+	case errors.As(err, &invalid):
+		return invalid
+	case err != nil:
 		return runtimeError{err}
 	}
-	log.Info("idemnode proxy serving", "listen", ln.Addr().String(), "upstream", cfg.Upstream.String(),
+	log.Info("idemnode proxy serving", "listen", srv.Addr().String(), "upstream", cfg.Upstream.String(),
 		"cluster", strings.Join(addrs, ","), "routes", len(cfg.Routes.Routes), "http", f.httpAddr)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
-	case err := <-errc:
+	case err := <-srv.Err():
 		return runtimeError{err}
 	}
-	// Guarded requests in flight finish and record their answer before the
-	// cluster client closes: cut off, their keys would stay pending and the
-	// retries would run the upstream again after the lease.
-	idemserver.StopHTTPServer(srv, f.upstreamTimeout+f.bodyTimeout+15*time.Second) // the SDK finishes within 10s
-	if opsSrv != nil {
-		opsSrv.Close()
-	}
+	srv.Close() // lets guarded requests in flight record their answer before the client closes
 	return nil
 }

@@ -105,10 +105,10 @@ func newServeCmd() *cobra.Command {
 	fl.BoolVar(&c.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on --http-addr")
 	registerTLS(fl, &c.TLS)
 	f.conns.register(fl, 30*time.Second, "; the cluster's own nodes are exempt")
-	f.grpcConns = f.conns.listener("grpc", "grpc-max-conns", 4096,
+	f.grpcConns = f.conns.listener("grpc-max-conns", 4096,
 		"the most connections the gRPC port holds; clients' over it are closed at once, the cluster's nodes' never")
-	f.apiConns = f.conns.listener("api", "api-max-conns", 4096, "the most connections the JSON API port holds")
-	f.httpConns = f.conns.listener("http", "http-max-conns", 256, "the most connections --http-addr holds")
+	f.apiConns = f.conns.listener("api-max-conns", 4096, "the most connections the JSON API port holds")
+	f.httpConns = f.conns.listener("http-max-conns", 256, "the most connections --http-addr holds")
 	fl.Uint32Var(&c.GRPCMaxStreams, "grpc-max-streams", 16384, "the most calls in flight on one gRPC connection, "+
 		"a client's further calls queue on its side (above the node's 10 000 waits: one proxy may hold them all)")
 	fl.DurationVar(&c.HandshakeTimeout, "grpc-handshake-timeout", 10*time.Second,
