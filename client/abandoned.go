@@ -57,7 +57,11 @@ type FeedUpdate struct {
 // watcher restarts. It returns ErrFeedPruned when events after the cursor
 // are gone, and a *FeedCursorAheadError when the cursor is past the
 // cluster's last event (docs/API.md); neither is retried.
-func (c *Client) WatchAbandoned(ctx context.Context, tenant string, after uint64, fn func(FeedUpdate) error) error {
+func (c *Client) WatchAbandoned(ctx context.Context, tenant string, after uint64, fn func(FeedUpdate) error, opts ...WatchOption) error {
+	var o watchOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cursor := after
 	for n := 0; ; n++ {
 		addr := c.target(ctx, toLeader)
@@ -78,11 +82,29 @@ func (c *Client) WatchAbandoned(ctx context.Context, tenant string, after uint64
 		if progressed {
 			n = 0
 		}
+		if o.onResume != nil {
+			o.onResume(addr, err, cursor)
+		}
 		c.forget(addr)
 		if !sleep(ctx, c.backoff(n)) {
 			return ctx.Err()
 		}
 	}
+}
+
+// WatchOption adjusts WatchAbandoned.
+type WatchOption func(*watchOptions)
+
+type watchOptions struct {
+	onResume func(addr string, err error, cursor uint64)
+}
+
+// OnResume has WatchAbandoned call fn each time the stream from addr ended
+// with err (a node that went away, a lost connection) and the watch is
+// about to resume after cursor, on the same node or another: the idemnode
+// CLI says so on stderr. fn runs on WatchAbandoned's goroutine.
+func OnResume(fn func(addr string, err error, cursor uint64)) WatchOption {
+	return func(o *watchOptions) { o.onResume = fn }
 }
 
 // FeedCursorAheadError refuses a cursor past the cluster's last feed

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/idemnode/idemnode/client"
@@ -33,18 +31,6 @@ type eventView struct {
 	LeaseExpiresAt string `json:"lease_expires_at"`
 	At             string `json:"at"`
 	KeepUntil      string `json:"keep_until"`
-}
-
-func eventViewOf(ev *idempb.AbandonedEvent) eventView {
-	kind := strings.ToLower(strings.TrimPrefix(ev.GetKind().String(), "KIND_"))
-	resolution := ""
-	if ev.GetResolution() != idempb.AbandonedEvent_RESOLUTION_UNSPECIFIED {
-		resolution = strings.ToLower(strings.TrimPrefix(ev.GetResolution().String(), "RESOLUTION_"))
-	}
-	return eventView{Seq: ev.GetSeq(), Kind: kind, Resolution: resolution, ResolvesSeq: ev.GetResolvesSeq(),
-		Tenant: ev.GetId().GetTenant(), Scope: ev.GetId().GetScope(), Key: ev.GetId().GetKey(),
-		Token: ev.GetToken(), Attempt: ev.GetAttempt(), RecoveryPoint: ev.GetRecoveryPoint(),
-		LeaseExpiresAt: tsString(ev.GetLeaseExpiresAt()), At: tsString(ev.GetAt()), KeepUntil: tsString(ev.GetKeepUntil())}
 }
 
 // abandonedList is what `abandoned` prints without --watch.
@@ -105,7 +91,7 @@ func (c *clientFlags) listAbandoned(ctx context.Context, after uint64) error {
 				return err
 			}
 			for _, ev := range page {
-				out.Abandoned = append(out.Abandoned, sdkEventView(ev))
+				out.Abandoned = append(out.Abandoned, eventViewOf(ev))
 			}
 			if cursor = next; cursor == 0 {
 				return nil
@@ -124,18 +110,18 @@ func (c *clientFlags) listAbandoned(ctx context.Context, after uint64) error {
 	return nil
 }
 
-// sdkEventView is eventViewOf for an event the SDK returned.
-func sdkEventView(ev client.AbandonedEvent) eventView {
+// eventViewOf is an event of the feed as printed.
+func eventViewOf(ev client.AbandonedEvent) eventView {
 	return eventView{Seq: ev.Seq, Kind: ev.Kind, Resolution: ev.Resolution, ResolvesSeq: ev.ResolvesSeq,
 		Tenant: ev.ID.Tenant, Scope: ev.ID.Scope, Key: ev.ID.Key, Token: ev.Token, Attempt: ev.Attempt,
 		RecoveryPoint: ev.RecoveryPoint, LeaseExpiresAt: timeString(ev.LeaseExpiresAt), At: timeString(ev.At),
 		KeepUntil: timeString(ev.KeepUntil)}
 }
 
-// watchAbandoned streams the feed, moving to the next --addr (and back
-// round) when a node goes away, resuming after the last event printed and
-// saying so on stderr (the SDK's WatchAbandoned resumes silently). It ends
-// on SIGINT or SIGTERM (exit 0) or a refusal.
+// watchAbandoned streams the feed with the SDK's WatchAbandoned, which
+// follows the cluster when a node goes away and resumes after the last
+// event printed; the CLI says so on stderr. It ends on SIGINT or SIGTERM
+// (exit 0) or a refusal.
 func (c *clientFlags) watchAbandoned(ctx context.Context, after uint64) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -143,58 +129,34 @@ func (c *clientFlags) watchAbandoned(ctx context.Context, after uint64) error {
 	if err != nil {
 		return err
 	}
-	cursor := after
-	for i := 0; ; i++ {
-		addr := e.Addrs[i%len(e.Addrs)]
-		err := c.watchFrom(ctx, e, addr, &cursor)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if st, _ := status.FromError(err); st.Code() != codes.Unavailable && st.Code() != codes.Canceled {
-			return client.Describe(err, addr, c.timeout)
-		}
-		fmt.Fprintf(os.Stderr, "idemnode: %s: %v; resuming after seq %d\n", addr, status.Convert(err).Message(), cursor)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func (c *clientFlags) watchFrom(ctx context.Context, e *client.Endpoints, addr string, cursor *uint64) error {
-	conn, err := e.Dial(addr)
-	if err != nil {
-		return fmt.Errorf("--addr %q: %w", addr, err)
-	}
-	defer conn.Close()
-	stream, err := idempb.NewIdempotencyClient(conn).WatchAbandoned(ctx,
-		&idempb.WatchAbandonedRequest{Tenant: c.tenant, AfterSeq: *cursor})
+	creds, err := c.tls.credentials()
 	if err != nil {
 		return err
 	}
+	// A second between attempts, as an operator watching would retry.
+	cl, err := client.New(client.Config{Addrs: e.Addrs, TransportCredentials: creds, DialOptions: e.DialOptions,
+		MinBackoff: time.Second, MaxBackoff: time.Second})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
 	enc := json.NewEncoder(os.Stdout)
-	for {
-		msg, err := stream.Recv()
-		if err != nil {
-			return err
-		}
-		for _, ev := range msg.GetEvents() {
-			if ev.GetSeq() <= *cursor {
-				continue
-			}
-			v := eventViewOf(ev)
-			if c.output == "json" {
-				err = enc.Encode(v)
-			} else {
-				printEventText(v)
-			}
-			if err != nil {
+	err = cl.WatchAbandoned(ctx, c.tenant, after, func(up client.FeedUpdate) error {
+		for _, ev := range up.Events {
+			if c.output != "json" {
+				printEventText(eventViewOf(ev))
+			} else if err := enc.Encode(eventViewOf(ev)); err != nil {
 				return runtimeError{fmt.Errorf("write output: %w", err)}
 			}
 		}
-		*cursor = max(*cursor, msg.GetCaughtUpSeq())
+		return nil
+	}, client.OnResume(func(addr string, err error, cursor uint64) {
+		fmt.Fprintf(os.Stderr, "idemnode: %s: %v; resuming after seq %d\n", addr, status.Convert(err).Message(), cursor)
+	}))
+	if ctx.Err() != nil {
+		return nil
 	}
+	return client.Describe(err, e.Addrs[0], c.timeout)
 }
 
 func printEventText(ev eventView) {

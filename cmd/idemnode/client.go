@@ -114,8 +114,7 @@ func (c *clientFlags) waitWithin(wait time.Duration) time.Duration {
 	return max(0, min(wait, room-min(time.Second, room/4)))
 }
 
-// endpoints are the nodes of --addr with the flags' credentials; the
-// feed's watch dials them itself (abandoned.go).
+// endpoints are the nodes of --addr with the flags' credentials.
 func (c *clientFlags) endpoints() (*client.Endpoints, error) {
 	addrs, err := c.addrs()
 	if err != nil {

@@ -12,8 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
@@ -121,13 +119,6 @@ type statusView struct {
 	FSMTime      *string  `json:"fsm_time,omitempty"`
 	ClusterID    *string  `json:"cluster_id,omitempty"`
 	Redacted     []string `json:"redacted,omitempty"`
-}
-
-func tsString(ts *timestamppb.Timestamp) string {
-	if ts == nil {
-		return ""
-	}
-	return timeString(ts.AsTime())
 }
 
 // timeString is t in UTC, to the nanosecond; "" for the zero time (none).
