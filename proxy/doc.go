@@ -19,4 +19,8 @@
 // Idempotency-Token: the fencing token of the claim it runs under, which
 // grows with every later claim of the key, so a downstream system can
 // refuse a stale holder.
+//
+// New returns the handler alone; Start runs it as `idemnode proxy` does,
+// with its listeners' connection caps and the operator endpoints
+// (serve.go).
 package proxy
