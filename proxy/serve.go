@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/idemnode/idemnode/internal/httpserve"
 	"github.com/idemnode/idemnode/internal/netlimit"
-	"github.com/idemnode/idemnode/server"
 )
 
 // ServerConfig is a running proxy's configuration: the handler's Config,
@@ -54,30 +54,40 @@ type Server struct {
 	grace time.Duration
 }
 
+// ConfigError is a configuration Start refuses: the caller's input, not a
+// failure at run time.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
 // Start serves the proxy on cfg.Listen, and its operator endpoints on
 // cfg.HTTPAddr, until Close. A configuration it refuses is a
-// *server.ConfigError (the command exits 2 on it, 1 on the others).
+// *ConfigError (the command exits 2 on it, 1 on the others).
 func Start(cfg ServerConfig) (*Server, error) {
 	c := cfg.Conns
 	if c.MaxPerIP < 0 || c.FDReserve < 0 || c.ReadTimeout < 0 {
-		return nil, &server.ConfigError{Err: errors.New("--max-conns-per-ip, --fd-reserve and --read-timeout must not be negative")}
+		return nil, &ConfigError{Err: errors.New("--max-conns-per-ip, --fd-reserve and --read-timeout must not be negative")}
 	}
 	if cfg.Logger == nil {
 		return nil, errors.New("proxy: ServerConfig.Logger is nil")
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	lims, err := server.FitConns([]server.Listener{{Name: "proxy", Cap: c.Proxy, On: true}, {Name: "http", Cap: c.HTTP, On: cfg.HTTPAddr != ""}},
+	lims, err := netlimit.FitListeners([]netlimit.ListenCap{{Name: "proxy", Cap: c.Proxy, On: true}, {Name: "http", Cap: c.HTTP, On: cfg.HTTPAddr != ""}},
 		c.MaxPerIP, c.FDReserve, netlimit.NewMetrics(reg), cfg.Logger)
+	if caps := (*netlimit.CapsError)(nil); errors.As(err, &caps) {
+		return nil, &ConfigError{Err: err}
+	}
 	if err != nil {
 		return nil, err
 	}
 	cfg.Metrics = reg
 	h, err := New(cfg.Config)
 	if err != nil {
-		return nil, &server.ConfigError{Err: err}
+		return nil, &ConfigError{Err: err}
 	}
-	ln, err := server.ListenLimited(cfg.Listen, lims[0])
+	ln, err := httpserve.Listen(cfg.Listen, lims[0])
 	if err != nil {
 		return nil, err
 	}
@@ -86,13 +96,13 @@ func Start(cfg ServerConfig) (*Server, error) {
 		// The SDK finishes a call's record within 10s.
 		grace: cmp.Or(max(cfg.UpstreamTimeout, 0), 60*time.Second) + cmp.Or(max(cfg.UpstreamBodyTimeout, 0), 5*time.Minute) + 15*time.Second}
 	ready := WatchCluster(ctx, cfg.Client, 2*time.Second, cfg.Logger)
-	s.srv = server.NewHTTPServer(h, 10*time.Second, c.ReadTimeout)
+	s.srv = httpserve.NewServer(h, 10*time.Second, c.ReadTimeout)
 	go func() {
 		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			s.errc <- fmt.Errorf("proxy: %w", err)
 		}
 	}()
-	s.ops, _, err = server.ServeHTTP(cfg.HTTPAddr, OpsHandler(reg, ready), lims[1], c.ReadTimeout, s.errc)
+	s.ops, _, err = httpserve.Serve(cfg.HTTPAddr, OpsHandler(reg, ready), nil, lims[1], c.ReadTimeout, s.errc)
 	if err != nil {
 		stop()
 		s.srv.Close()
@@ -113,7 +123,7 @@ func (s *Server) Err() <-chan error { return s.errc }
 // the cluster client after Close.
 func (s *Server) Close() {
 	s.stop()
-	server.StopHTTPServer(s.srv, s.grace)
+	httpserve.Stop(s.srv, s.grace)
 	if s.ops != nil {
 		s.ops.Close()
 	}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/idemnode/idemnode/cluster"
+	"github.com/idemnode/idemnode/internal/httpserve"
 	"github.com/idemnode/idemnode/internal/netlimit"
 	"github.com/idemnode/idemnode/internal/tlsconfig"
 	"github.com/idemnode/idemnode/rpc"
@@ -181,10 +182,10 @@ func (s *Server) serve(sec *security, caps listenerCaps, bugs []rpc.Option, unar
 			s.errc <- fmt.Errorf("grpc: %w", err)
 		}
 	}()
-	if s.httpSrv, s.httpLn, err = ServeHTTP(c.HTTPAddr, opsHandler(s.node, s.reg, c.Pprof), caps.http, c.Conns.ReadTimeout, s.errc); err != nil {
+	if s.httpSrv, s.httpLn, err = httpserve.Serve(c.HTTPAddr, opsHandler(s.node, s.reg, c.Pprof), nil, caps.http, c.Conns.ReadTimeout, s.errc); err != nil {
 		return err
 	}
-	if s.apiSrv, s.apiLn, err = serveAPI(c.APIAddr, jsonAPI, sec.jsonTLS(), caps.api, c.Conns.ReadTimeout, s.errc); err != nil {
+	if s.apiSrv, s.apiLn, err = httpserve.Serve(c.APIAddr, jsonAPI, sec.jsonTLS(), caps.api, c.Conns.ReadTimeout, s.errc); err != nil {
 		return err
 	}
 	return nil
@@ -294,7 +295,7 @@ func (s *Server) Close() error {
 		// Shutdown ends the forwarding streams peers hold open to this
 		// node, which GracefulStop would otherwise wait for forever.
 		s.api.Shutdown()
-		StopHTTPServer(s.apiSrv, shutdownGrace)
+		httpserve.Stop(s.apiSrv, shutdownGrace)
 		stopGRPC(s.grpc, shutdownGrace)
 		err = s.shut()
 	})

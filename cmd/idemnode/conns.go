@@ -46,7 +46,7 @@ func (c *connFlags) listener(flag string, max int, help string) *listenerCap {
 }
 
 // cap is listener l's cap, for the server or the proxy to fit
-// (server.FitConns).
+// (netlimit.FitListeners).
 func (c *connFlags) cap(l *listenerCap) netlimit.Cap {
 	return netlimit.Cap{Name: "--" + l.flag, Max: l.max, Set: c.fl.Changed(l.flag)}
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/proxy"
-	idemserver "github.com/idemnode/idemnode/server"
 )
 
 type proxyFlags struct {
@@ -141,7 +140,7 @@ func runProxy(ctx context.Context, f proxyFlags) error {
 	srv, err := proxy.Start(proxy.ServerConfig{Config: cfg, Listen: f.listen, HTTPAddr: f.httpAddr,
 		Conns: proxy.Conns{MaxPerIP: f.conns.perIP, FDReserve: f.conns.fdReserve, ReadTimeout: f.conns.readTimeout,
 			Proxy: f.conns.cap(f.proxyConns), HTTP: f.conns.cap(f.httpConns)}})
-	var invalid *idemserver.ConfigError
+	var invalid *proxy.ConfigError
 	switch {
 	case errors.As(err, &invalid):
 		return invalid
