@@ -21,10 +21,6 @@ import (
 // (feedcursor.go).
 
 const (
-	// ReasonFeedPruned refuses a cursor whose next events were pruned.
-	ReasonFeedPruned = idempb.ReasonFeedPruned
-	// ReasonFeedCursorAhead refuses a cursor past the cluster's last event.
-	ReasonFeedCursorAhead = idempb.ReasonFeedCursorAhead
 	// allTenants names every tenant in a feed request (admin identities).
 	allTenants = "*"
 	// feedBatch bounds the events one stream message carries.
@@ -62,7 +58,7 @@ func (s *Server) scopeOf(ctx context.Context, tenant string) (feedScope, error) 
 	id, authenticated := IdentityFrom(ctx)
 	if tenant == allTenants {
 		if authenticated && !id.Admin && !id.Peer {
-			return feedScope{}, &authError{codes.PermissionDenied, ReasonAdminRequired,
+			return feedScope{}, &authError{codes.PermissionDenied, idempb.ReasonAdminRequired,
 				fmt.Sprintf("the feed of every tenant needs an admin identity; tenant %q is not one", id.Tenant)}
 		}
 		return feedScope{all: true}, nil
@@ -77,7 +73,7 @@ func (s *Server) scopeOf(ctx context.Context, tenant string) (feedScope, error) 
 	case tenant == "":
 		tenant = id.Tenant
 	case tenant != id.Tenant && !id.Admin && !id.Delegate && !id.Peer:
-		return feedScope{}, &authError{codes.PermissionDenied, ReasonTenantMismatch,
+		return feedScope{}, &authError{codes.PermissionDenied, idempb.ReasonTenantMismatch,
 			fmt.Sprintf("the request names tenant %q, the credentials tenant %q", tenant, id.Tenant)}
 	}
 	return feedScope{tenant: tenant}, nil

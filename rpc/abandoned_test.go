@@ -99,11 +99,11 @@ func TestAbandonedFeedIsTenantScoped(t *testing.T) {
 	}
 
 	_, err = watchFirst(ctx, acme, &idempb.WatchAbandonedRequest{Tenant: "globex"})
-	checkDenied(t, "acme watches globex", err, codes.PermissionDenied, ReasonTenantMismatch)
+	checkDenied(t, "acme watches globex", err, codes.PermissionDenied, idempb.ReasonTenantMismatch)
 	_, err = watchFirst(ctx, acme, &idempb.WatchAbandonedRequest{Tenant: "*"})
-	checkDenied(t, "acme watches every tenant", err, codes.PermissionDenied, ReasonAdminRequired)
+	checkDenied(t, "acme watches every tenant", err, codes.PermissionDenied, idempb.ReasonAdminRequired)
 	_, err = acme.api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{Tenant: "globex"})
-	checkDenied(t, "acme lists globex", err, codes.PermissionDenied, ReasonTenantMismatch)
+	checkDenied(t, "acme lists globex", err, codes.PermissionDenied, idempb.ReasonTenantMismatch)
 	_, err = acme.api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{Tenant: "bad tenant"})
 	checkInvalid(t, err, "tenant")
 	_, err = acme.api.ListAbandoned(ctx, &idempb.ListAbandonedRequest{PageSize: 1001})
@@ -136,7 +136,7 @@ func TestWatchRefusesAPrunedCursor(t *testing.T) {
 		return err == nil && len(st.GetRecords()) == 0 && node.Machine().Meta().Feed.PrunedThrough >= 2
 	})
 	_, err = watchFirst(ctx, c, &idempb.WatchAbandonedRequest{AfterSeq: 1})
-	checkDenied(t, "a pruned cursor", err, codes.OutOfRange, ReasonFeedPruned)
+	checkDenied(t, "a pruned cursor", err, codes.OutOfRange, idempb.ReasonFeedPruned)
 	abandon(t, clk, c, "", "later")
 	msg, err := watchFirst(ctx, c, &idempb.WatchAbandonedRequest{})
 	if err != nil || fmt.Sprint(keysOf(msg.GetEvents())) != "[/later]" || msg.GetEvents()[0].GetSeq() != 3 {
@@ -148,7 +148,7 @@ func TestWatchRefusesAPrunedCursor(t *testing.T) {
 // the feed's last sequence, in its metadata.
 func checkCursorAhead(t *testing.T, what string, err error, last uint64) {
 	t.Helper()
-	checkDenied(t, what, err, codes.OutOfRange, ReasonFeedCursorAhead)
+	checkDenied(t, what, err, codes.OutOfRange, idempb.ReasonFeedCursorAhead)
 	for _, d := range status.Convert(err).Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetMetadata()["last_seq"] != fmt.Sprint(last) {
 			t.Fatalf("%s: metadata %v, want last_seq %d", what, info.GetMetadata(), last)

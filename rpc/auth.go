@@ -140,7 +140,7 @@ type authError struct {
 func (e *authError) Error() string { return e.msg }
 
 func unauthenticated(format string, args ...any) error {
-	return &authError{codes.Unauthenticated, ReasonUnauthenticated, fmt.Sprintf(format, args...)}
+	return &authError{codes.Unauthenticated, idempb.ReasonUnauthenticated, fmt.Sprintf(format, args...)}
 }
 
 // Method classes decide what a call needs.
@@ -225,11 +225,11 @@ func (a *Authenticator) admit(ctx context.Context, class methodClass) (context.C
 		ctx = passToken(ctx)
 	}
 	if class == classPeer && !id.Peer {
-		return ctx, id, &authError{codes.PermissionDenied, ReasonPeerRequired,
+		return ctx, id, &authError{codes.PermissionDenied, idempb.ReasonPeerRequired,
 			"only another idemnode node (a certificate of the cluster CA, or one named by --auth-peer) may forward calls"}
 	}
 	if class == classAdmin && !id.Admin {
-		return ctx, id, &authError{codes.PermissionDenied, ReasonAdminRequired,
+		return ctx, id, &authError{codes.PermissionDenied, idempb.ReasonAdminRequired,
 			fmt.Sprintf("this call needs an admin identity; tenant %q is not one", id.Tenant)}
 	}
 	return ctx, id, nil
@@ -367,7 +367,7 @@ func authorizeTenant(id Identity, req any, maxTenant int) error {
 		if id.Delegate {
 			return nil
 		}
-		return &authError{codes.PermissionDenied, ReasonTenantMismatch,
+		return &authError{codes.PermissionDenied, idempb.ReasonTenantMismatch,
 			fmt.Sprintf("the request names tenant %q, the credentials tenant %q", rid.Tenant, id.Tenant)}
 	}
 	return nil

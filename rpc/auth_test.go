@@ -176,11 +176,11 @@ func TestAuthenticatedAPI(t *testing.T) {
 	t.Run("no credentials", func(t *testing.T) {
 		anon := s.dial(t, s.ca.pool, nil, "")
 		_, err := anon.api.Claim(ctx, &idempb.ClaimRequest{Id: mine("k"), Owner: "o"})
-		checkDenied(t, "claim", err, codes.Unauthenticated, ReasonUnauthenticated)
+		checkDenied(t, "claim", err, codes.Unauthenticated, idempb.ReasonUnauthenticated)
 		_, err = anon.api.Get(ctx, &idempb.GetRequest{Id: tenantID("acme", "k")})
-		checkDenied(t, "get", err, codes.Unauthenticated, ReasonUnauthenticated)
+		checkDenied(t, "get", err, codes.Unauthenticated, idempb.ReasonUnauthenticated)
 		_, err = anon.admin.Status(ctx, &idempb.StatusRequest{})
-		checkDenied(t, "status", err, codes.Unauthenticated, ReasonUnauthenticated)
+		checkDenied(t, "status", err, codes.Unauthenticated, idempb.ReasonUnauthenticated)
 		// Health stays open: load balancers probe without credentials.
 		if _, err := healthpb.NewHealthClient(anon.conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 			t.Fatalf("health without credentials: %v", err)
@@ -188,14 +188,14 @@ func TestAuthenticatedAPI(t *testing.T) {
 	})
 	t.Run("bad credentials", func(t *testing.T) {
 		_, err := s.withToken(t, "not-a-known-token-at-all").api.Claim(ctx, &idempb.ClaimRequest{Id: mine("k"), Owner: "o"})
-		checkDenied(t, "unknown token", err, codes.Unauthenticated, ReasonUnauthenticated)
+		checkDenied(t, "unknown token", err, codes.Unauthenticated, idempb.ReasonUnauthenticated)
 		basic := metadata.AppendToOutgoingContext(ctx, "authorization", "Basic "+tokenAcme)
 		_, err = s.dial(t, s.ca.pool, nil, "").api.Get(basic, &idempb.GetRequest{Id: mine("k")})
-		checkDenied(t, "basic scheme", err, codes.Unauthenticated, ReasonUnauthenticated)
+		checkDenied(t, "basic scheme", err, codes.Unauthenticated, idempb.ReasonUnauthenticated)
 		// A bad token is refused even beside a good certificate.
 		cert := s.ca.tenantCert(t, "acme")
 		_, err = s.dial(t, s.ca.pool, &cert, "not-a-known-token-at-all").api.Get(ctx, &idempb.GetRequest{Id: mine("k")})
-		checkDenied(t, "bad token with a good cert", err, codes.Unauthenticated, ReasonUnauthenticated)
+		checkDenied(t, "bad token with a good cert", err, codes.Unauthenticated, idempb.ReasonUnauthenticated)
 	})
 	t.Run("certificate of another CA", func(t *testing.T) {
 		rogue := newTestCA(t, "rogue CA").tenantCert(t, "acme")
@@ -210,7 +210,7 @@ func TestAuthenticatedAPI(t *testing.T) {
 	t.Run("certificate naming no tenant", func(t *testing.T) {
 		plain := s.ca.issue(t, func(c *x509.Certificate) { c.Subject.CommonName = "acme" })
 		_, err := s.withCert(t, plain).api.Get(ctx, &idempb.GetRequest{Id: mine("k")})
-		checkDenied(t, "cert without tenant URI", err, codes.Unauthenticated, ReasonUnauthenticated)
+		checkDenied(t, "cert without tenant URI", err, codes.Unauthenticated, idempb.ReasonUnauthenticated)
 	})
 	t.Run("tenant from certificate and token", func(t *testing.T) {
 		for who, c := range map[string]*caller{
@@ -236,14 +236,14 @@ func TestAuthenticatedAPI(t *testing.T) {
 	t.Run("admin", func(t *testing.T) {
 		tenant, ops := s.withToken(t, tokenAcme), s.withToken(t, tokenOps)
 		_, err := tenant.admin.Members(ctx, &idempb.MembersRequest{})
-		checkDenied(t, "members by a tenant", err, codes.PermissionDenied, ReasonAdminRequired)
+		checkDenied(t, "members by a tenant", err, codes.PermissionDenied, idempb.ReasonAdminRequired)
 		_, err = tenant.admin.TransferLeadership(ctx, &idempb.TransferLeadershipRequest{})
-		checkDenied(t, "transfer by a tenant", err, codes.PermissionDenied, ReasonAdminRequired)
+		checkDenied(t, "transfer by a tenant", err, codes.PermissionDenied, idempb.ReasonAdminRequired)
 		stream, err := tenant.admin.Snapshot(ctx, &idempb.SnapshotRequest{})
 		if err == nil {
 			_, err = stream.Recv()
 		}
-		checkDenied(t, "snapshot by a tenant", err, codes.PermissionDenied, ReasonAdminRequired)
+		checkDenied(t, "snapshot by a tenant", err, codes.PermissionDenied, idempb.ReasonAdminRequired)
 		if _, err := ops.admin.Members(ctx, &idempb.MembersRequest{}); err != nil {
 			t.Fatalf("members by admin: %v", err)
 		}
@@ -264,10 +264,10 @@ func TestAuthenticatedAPI(t *testing.T) {
 		forged := metadata.AppendToOutgoingContext(ctx, "idem-forwarded", "1")
 		_, err := s.dial(t, s.ca.pool, nil, "").api.Claim(forged,
 			&idempb.ClaimRequest{Id: tenantID("acme", "forged"), Owner: "o"})
-		checkDenied(t, "forwarded header without credentials", err, codes.Unauthenticated, ReasonUnauthenticated)
+		checkDenied(t, "forwarded header without credentials", err, codes.Unauthenticated, idempb.ReasonUnauthenticated)
 		_, err = s.withToken(t, tokenGlobex).api.Claim(forged,
 			&idempb.ClaimRequest{Id: tenantID("acme", "forged"), Owner: "o"})
-		checkDenied(t, "forwarded header naming another tenant", err, codes.PermissionDenied, ReasonTenantMismatch)
+		checkDenied(t, "forwarded header naming another tenant", err, codes.PermissionDenied, idempb.ReasonTenantMismatch)
 	})
 	t.Run("forwarding stream needs a peer", func(t *testing.T) {
 		forward := func(c *caller, key string) error {
@@ -290,7 +290,7 @@ func TestAuthenticatedAPI(t *testing.T) {
 		// Even an admin token cannot forward: forwarded calls skip the
 		// tenant rule, so only nodes may send them.
 		for who, c := range map[string]*caller{"tenant": s.withToken(t, tokenGlobex), "admin": s.withToken(t, tokenOps)} {
-			checkDenied(t, who+" forwarding", forward(c, "fwd-"+who), codes.PermissionDenied, ReasonPeerRequired)
+			checkDenied(t, who+" forwarding", forward(c, "fwd-"+who), codes.PermissionDenied, idempb.ReasonPeerRequired)
 			if _, ok := s.node.Machine().Get(fsmKey("acme", "fwd-"+who)); ok {
 				t.Fatalf("a call forwarded by a %s was applied", who)
 			}
@@ -351,7 +351,7 @@ func TestAnotherTenantIsRefused(t *testing.T) {
 		},
 	}
 	for name, call := range calls {
-		checkDenied(t, name, call(), codes.PermissionDenied, ReasonTenantMismatch)
+		checkDenied(t, name, call(), codes.PermissionDenied, idempb.ReasonTenantMismatch)
 	}
 	r, ok := s.node.Machine().Get(fsmKey("globex", "k"))
 	if !ok || r.Token != token || r.State.String() != "pending" {
@@ -399,11 +399,11 @@ func TestDelegate(t *testing.T) {
 		t.Fatalf("acme reads the record the delegate claimed for it: %v, %v", got, err)
 	}
 	_, err = gw.api.Claim(ctx, &idempb.ClaimRequest{Id: tenantID("bad tenant", "k"), Owner: "o"})
-	checkDenied(t, "a delegate naming an invalid tenant", err, codes.InvalidArgument, ReasonInvalidField)
+	checkDenied(t, "a delegate naming an invalid tenant", err, codes.InvalidArgument, idempb.ReasonInvalidField)
 	_, err = gw.admin.Members(ctx, &idempb.MembersRequest{})
-	checkDenied(t, "members by a delegate", err, codes.PermissionDenied, ReasonAdminRequired)
+	checkDenied(t, "members by a delegate", err, codes.PermissionDenied, idempb.ReasonAdminRequired)
 	_, err = acme.api.Claim(ctx, &idempb.ClaimRequest{Id: tenantID("globex", "k"), Owner: "o"})
-	checkDenied(t, "a tenant that is no delegate naming another", err, codes.PermissionDenied, ReasonTenantMismatch)
+	checkDenied(t, "a tenant that is no delegate naming another", err, codes.PermissionDenied, idempb.ReasonTenantMismatch)
 }
 
 // TestWithIdentityMark shows the contract of WithIdentity: a context marked
@@ -421,7 +421,7 @@ func TestWithIdentityMark(t *testing.T) {
 
 	mark = Identity{Tenant: "acme", Via: "test"}
 	_, err := anon.api.Claim(ctx, &idempb.ClaimRequest{Id: tenantID("globex", "k"), Owner: "o"})
-	checkDenied(t, "marked acme naming globex", err, codes.PermissionDenied, ReasonTenantMismatch)
+	checkDenied(t, "marked acme naming globex", err, codes.PermissionDenied, idempb.ReasonTenantMismatch)
 	resp, err := anon.api.Claim(ctx, &idempb.ClaimRequest{Id: mine("k"), Owner: "o"})
 	if err != nil || resp.GetOutcome() != idempb.Outcome_OUTCOME_WON {
 		t.Fatalf("marked acme claims its own key: %v, %v", resp, err)

@@ -18,36 +18,6 @@ import (
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
-// ErrorDomain is the ErrorInfo domain of every error idemnode returns.
-const ErrorDomain = idempb.ErrorDomain
-
-// Machine-readable reasons carried in errdetails.ErrorInfo: the wire
-// contract in rpc/idempb/reasons.go, spelled once for servers and clients.
-const (
-	ReasonInvalidField   = idempb.ReasonInvalidField
-	ReasonNotLeader      = idempb.ReasonNotLeader
-	ReasonNoLeader       = idempb.ReasonNoLeader
-	ReasonLeadershipLost = idempb.ReasonLeadershipLost
-	ReasonShuttingDown   = idempb.ReasonShuttingDown
-	ReasonCommitTimeout  = idempb.ReasonCommitTimeout
-	// ReasonClusterUpgrading: a voter runs a release that cannot apply
-	// the call's command (FailedPrecondition); retry after the upgrade.
-	ReasonClusterUpgrading = idempb.ReasonClusterUpgrading
-	ReasonTooManyWaits     = idempb.ReasonTooManyWaits
-	// ReasonLeaderBusy: the leader's lane for forwarded calls of one
-	// follower is full (Unavailable, forwardserve.go); the follower retries.
-	ReasonLeaderBusy = idempb.ReasonLeaderBusy
-	ReasonInternal   = idempb.ReasonInternal
-	// Authentication and authorization (auth.go).
-	ReasonUnauthenticated = idempb.ReasonUnauthenticated
-	ReasonTenantMismatch  = idempb.ReasonTenantMismatch
-	ReasonAdminRequired   = idempb.ReasonAdminRequired
-	ReasonPeerRequired    = idempb.ReasonPeerRequired
-	// Limits of a tenant (ratelimit.go, quota.go); both carry a RetryInfo.
-	ReasonRateLimited   = idempb.ReasonRateLimited
-	ReasonQuotaExceeded = idempb.ReasonQuotaExceeded
-)
-
 // invalidField is a violation of an input limit.
 type invalidField struct {
 	field string
@@ -81,7 +51,7 @@ func (e *retryLater) Error() string {
 // field violation. The JSON API refuses its own input with it too.
 func InvalidFieldError(field, limit, msg string) error {
 	text := (&invalidField{field: field, limit: limit, msg: msg}).Error()
-	return withInfo(codes.InvalidArgument, ReasonInvalidField, text, map[string]string{"field": field, "limit": limit},
+	return withInfo(codes.InvalidArgument, idempb.ReasonInvalidField, text, map[string]string{"field": field, "limit": limit},
 		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: text}}})
 }
 
@@ -95,7 +65,7 @@ func ErrorWithInfo(code codes.Code, reason, msg string) error {
 // the extra details given (a BadRequest, a RetryInfo).
 func withInfo(code codes.Code, reason, msg string, meta map[string]string, extra ...protoadapt.MessageV1) error {
 	st := status.New(code, msg)
-	details := append([]protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: meta}}, extra...)
+	details := append([]protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: reason, Domain: idempb.ErrorDomain, Metadata: meta}}, extra...)
 	if withDetails, err := st.WithDetails(details...); err == nil {
 		st = withDetails
 	}
@@ -121,43 +91,43 @@ func toStatus(err error, log *slog.Logger) error {
 		return withInfo(codes.ResourceExhausted, limited.reason, limited.Error(), limited.meta,
 			&errdetails.RetryInfo{RetryDelay: durationpb.New(limited.after)})
 	case errors.As(err, &tooMany):
-		return withInfo(codes.ResourceExhausted, ReasonTooManyWaits, tooMany.Error(),
+		return withInfo(codes.ResourceExhausted, idempb.ReasonTooManyWaits, tooMany.Error(),
 			map[string]string{"scope": tooMany.scope, "limit": strconv.Itoa(tooMany.limit)})
 	case errors.As(err, &busy):
-		return withInfo(codes.Unavailable, ReasonLeaderBusy, busy.Error(),
+		return withInfo(codes.Unavailable, idempb.ReasonLeaderBusy, busy.Error(),
 			map[string]string{"workers": strconv.Itoa(busy.workers), "queued": strconv.Itoa(busy.queued)})
 	case errors.As(err, &inv):
 		return InvalidFieldError(inv.field, inv.limit, inv.msg)
 	case errors.As(err, &pruned):
-		return withInfo(codes.OutOfRange, ReasonFeedPruned, pruned.Error(),
+		return withInfo(codes.OutOfRange, idempb.ReasonFeedPruned, pruned.Error(),
 			map[string]string{"pruned_through": strconv.FormatUint(pruned.pruned, 10)})
 	case errors.As(err, &ahead):
-		return withInfo(codes.OutOfRange, ReasonFeedCursorAhead, ahead.Error(),
+		return withInfo(codes.OutOfRange, idempb.ReasonFeedCursorAhead, ahead.Error(),
 			map[string]string{"last_seq": strconv.FormatUint(ahead.last, 10), "cursor": strconv.FormatUint(ahead.cursor, 10)})
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, cluster.ErrNotLeader):
-		return withInfo(codes.Unavailable, ReasonNotLeader, err.Error(), nil)
+		return withInfo(codes.Unavailable, idempb.ReasonNotLeader, err.Error(), nil)
 	case errors.Is(err, cluster.ErrNoLeader):
-		return withInfo(codes.Unavailable, ReasonNoLeader, err.Error(), nil)
+		return withInfo(codes.Unavailable, idempb.ReasonNoLeader, err.Error(), nil)
 	case errors.Is(err, cluster.ErrLeadershipLost), errors.Is(err, errLeaderChanged):
-		return withInfo(codes.Unavailable, ReasonLeadershipLost, err.Error(), nil)
+		return withInfo(codes.Unavailable, idempb.ReasonLeadershipLost, err.Error(), nil)
 	case errors.Is(err, cluster.ErrShutdown):
-		return withInfo(codes.Unavailable, ReasonShuttingDown, err.Error(), nil)
+		return withInfo(codes.Unavailable, idempb.ReasonShuttingDown, err.Error(), nil)
 	case errors.Is(err, cluster.ErrUnknownServer):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, cluster.ErrMemberAlive):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, cluster.ErrUpgrading):
-		return withInfo(codes.FailedPrecondition, ReasonClusterUpgrading, err.Error(), nil)
+		return withInfo(codes.FailedPrecondition, idempb.ReasonClusterUpgrading, err.Error(), nil)
 	case errors.Is(err, cluster.ErrTimeout):
-		return withInfo(codes.Unavailable, ReasonCommitTimeout, err.Error(), nil)
+		return withInfo(codes.Unavailable, idempb.ReasonCommitTimeout, err.Error(), nil)
 	}
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
 	log.Error("internal error", "err", err)
-	return withInfo(codes.Internal, ReasonInternal, err.Error(), nil)
+	return withInfo(codes.Internal, idempb.ReasonInternal, err.Error(), nil)
 }

@@ -192,9 +192,9 @@ func checkAheadOf(t *testing.T, what string, err error, last uint64) {
 	st := status.Convert(err)
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && st.Code() == codes.OutOfRange &&
-			info.GetReason() == rpc.ReasonFeedCursorAhead && info.GetMetadata()["last_seq"] == fmt.Sprint(last) {
+			info.GetReason() == idempb.ReasonFeedCursorAhead && info.GetMetadata()["last_seq"] == fmt.Sprint(last) {
 			return
 		}
 	}
-	t.Fatalf("%s: %v %v, want OutOfRange %s with last_seq %d", what, err, st.Details(), rpc.ReasonFeedCursorAhead, last)
+	t.Fatalf("%s: %v %v, want OutOfRange %s with last_seq %d", what, err, st.Details(), idempb.ReasonFeedCursorAhead, last)
 }

@@ -100,7 +100,7 @@ func (ta *tally) add(err error) string {
 func (ta *tally) refusedBoth() bool {
 	ta.mu.Lock()
 	defer ta.mu.Unlock()
-	return ta.counts[rpc.ReasonRateLimited] > 0 && ta.counts[rpc.ReasonQuotaExceeded] > 0
+	return ta.counts[idempb.ReasonRateLimited] > 0 && ta.counts[idempb.ReasonQuotaExceeded] > 0
 }
 
 // limitReason returns the reason of a RATE_LIMITED or QUOTA_EXCEEDED
@@ -116,7 +116,7 @@ func limitReason(err error) string {
 			hint = d.GetRetryDelay().AsDuration() > 0
 		}
 	}
-	if !hint || (reason != rpc.ReasonRateLimited && reason != rpc.ReasonQuotaExceeded) {
+	if !hint || (reason != idempb.ReasonRateLimited && reason != idempb.ReasonQuotaExceeded) {
 		return ""
 	}
 	return reason
@@ -178,7 +178,7 @@ func TestFloodedTenantDoesNotStarveOthers(t *testing.T) {
 		t.Fatalf("noisy got an unexpected error: %v", noisy.bad)
 	}
 	t.Logf("claims: noisy %v, quiet %v", noisy.counts, quiet.counts)
-	if noisy.counts["ok"] != floodKeys || noisy.counts[rpc.ReasonRateLimited] == 0 || noisy.counts[rpc.ReasonQuotaExceeded] == 0 {
+	if noisy.counts["ok"] != floodKeys || noisy.counts[idempb.ReasonRateLimited] == 0 || noisy.counts[idempb.ReasonQuotaExceeded] == 0 {
 		t.Fatalf("noisy's claims %v: want exactly %d won, some rate-limited, some over quota", noisy.counts, floodKeys)
 	}
 

@@ -103,7 +103,7 @@ func TestForwardedFloodIsBoundedWhileCommitsStall(t *testing.T) {
 			if err == nil {
 				return
 			}
-			if status.Code(err) == codes.Unavailable && reasonOf(err) == ReasonLeaderBusy && retryable(err) {
+			if status.Code(err) == codes.Unavailable && reasonOf(err) == idempb.ReasonLeaderBusy && retryable(err) {
 				busy.Add(1)
 				return
 			}
@@ -158,7 +158,7 @@ func TestForwardedWaitFloodLeavesClaimsPrompt(t *testing.T) {
 			defer wg.Done()
 			_, err := l.call(waitCtx, waitingClaim("held", fmt.Sprintf("w%d", i), time.Minute))
 			switch {
-			case status.Code(err) == codes.ResourceExhausted && reasonOf(err) == ReasonTooManyWaits:
+			case status.Code(err) == codes.ResourceExhausted && reasonOf(err) == idempb.ReasonTooManyWaits:
 				refused.Add(1)
 			case waitCtx.Err() != nil:
 			default:

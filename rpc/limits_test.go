@@ -251,8 +251,8 @@ func checkInvalid(t *testing.T, err error, field string) {
 	if info == nil {
 		t.Fatalf("%v carries no ErrorInfo", err)
 	}
-	if info.GetReason() != ReasonInvalidField || info.GetDomain() != ErrorDomain {
-		t.Errorf("ErrorInfo reason %q domain %q, want %q %q", info.GetReason(), info.GetDomain(), ReasonInvalidField, ErrorDomain)
+	if info.GetReason() != idempb.ReasonInvalidField || info.GetDomain() != idempb.ErrorDomain {
+		t.Errorf("ErrorInfo reason %q domain %q, want %q %q", info.GetReason(), info.GetDomain(), idempb.ReasonInvalidField, idempb.ErrorDomain)
 	}
 	if got := info.GetMetadata()["field"]; got != field {
 		t.Errorf("ErrorInfo field = %q, want %q (%v)", got, field, err)

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"github.com/idemnode/idemnode/rpc/idempb"
 	"strconv"
 	"time"
 
@@ -30,7 +31,7 @@ func (q quotaBackend) Apply(ctx context.Context, c *fsm.Command) (fsm.Result, er
 	if res.Exceeded == fsm.QuotaBytes {
 		limit, what = c.Quota.Bytes, "stored bytes"
 	}
-	return res, &retryLater{reason: ReasonQuotaExceeded, after: q.retryAfter,
+	return res, &retryLater{reason: idempb.ReasonQuotaExceeded, after: q.retryAfter,
 		msg: fmt.Sprintf("tenant %q is at its quota of %d %s; nothing was stored", c.Key.Tenant, limit, what),
 		meta: map[string]string{"tenant": c.Key.Tenant, "quota": res.Exceeded.String(),
 			"limit": strconv.FormatUint(limit, 10)}}

@@ -65,7 +65,7 @@ func TestQuotaExceeded(t *testing.T) {
 		tokens = append(tokens, resp.GetToken())
 	}
 	_, err := claim("acme", "c")
-	meta := checkRetryHint(t, "claim past the key quota", err, ReasonQuotaExceeded, 3*time.Second)
+	meta := checkRetryHint(t, "claim past the key quota", err, idempb.ReasonQuotaExceeded, 3*time.Second)
 	if meta["quota"] != "keys" || meta["limit"] != "2" || meta["tenant"] != "acme" {
 		t.Fatalf("metadata %v", meta)
 	}
@@ -78,7 +78,7 @@ func TestQuotaExceeded(t *testing.T) {
 
 	big := &idempb.Response{Status: 200, Body: bytes.Repeat([]byte("x"), 5000)}
 	_, err = api.Complete(ctx, &idempb.CompleteRequest{Id: tenantID("acme", "a"), Token: tokens[0], Response: big})
-	if meta := checkRetryHint(t, "complete past the byte quota", err, ReasonQuotaExceeded, 3*time.Second); meta["quota"] != "bytes" {
+	if meta := checkRetryHint(t, "complete past the byte quota", err, idempb.ReasonQuotaExceeded, 3*time.Second); meta["quota"] != "bytes" {
 		t.Fatalf("metadata %v", meta)
 	}
 	got, err := api.Get(ctx, &idempb.GetRequest{Id: tenantID("acme", "a")})

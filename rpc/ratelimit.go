@@ -101,7 +101,7 @@ func (l *ClaimRateLimit) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		}
 		tenant := claim.GetId().GetTenant()
 		if after, ok := l.take(tenant); !ok {
-			return nil, toStatus(&retryLater{reason: ReasonRateLimited, after: after,
+			return nil, toStatus(&retryLater{reason: idempb.ReasonRateLimited, after: after,
 				msg:  fmt.Sprintf("tenant %q claims faster than %v/s (burst %v)", tenant, l.rate, l.burst),
 				meta: map[string]string{"tenant": tenant, "rate": strconv.FormatFloat(l.rate, 'g', -1, 64)}}, slog.Default())
 		}

@@ -91,7 +91,7 @@ func TestUpgradingIsAFailedPrecondition(t *testing.T) {
 			reason = info.GetReason()
 		}
 	}
-	if st.Code() != codes.FailedPrecondition || reason != ReasonClusterUpgrading {
-		t.Fatalf("got %v (reason %q), want FailedPrecondition %s", err, reason, ReasonClusterUpgrading)
+	if st.Code() != codes.FailedPrecondition || reason != idempb.ReasonClusterUpgrading {
+		t.Fatalf("got %v (reason %q), want FailedPrecondition %s", err, reason, idempb.ReasonClusterUpgrading)
 	}
 }

@@ -201,7 +201,7 @@ func TestShutdownEndsWaits(t *testing.T) {
 	start := time.Now()
 	s.Shutdown()
 	for name, err := range map[string]error{"stale wait": (<-stale).err, "waiting claim": (<-claim).err} {
-		checkDenied(t, name, err, codes.Unavailable, ReasonShuttingDown)
+		checkDenied(t, name, err, codes.Unavailable, idempb.ReasonShuttingDown)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the waits ended %s after Shutdown", d)

@@ -23,11 +23,11 @@ func checkLeadershipLost(t *testing.T, what string, err error) {
 		t.Fatalf("%s: %v, want Unavailable", what, err)
 	}
 	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == rpc.ReasonLeadershipLost {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == idempb.ReasonLeadershipLost {
 			return
 		}
 	}
-	t.Errorf("%s: %v, want reason %s", what, st.Details(), rpc.ReasonLeadershipLost)
+	t.Errorf("%s: %v, want reason %s", what, st.Details(), idempb.ReasonLeadershipLost)
 }
 
 // TestWaitEndsOnLeaderChange holds waits on the leader, moves leadership

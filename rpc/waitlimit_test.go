@@ -36,8 +36,8 @@ func checkTooManyWaits(t *testing.T, what string, err error, scope string) {
 	}
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			if info.GetReason() != ReasonTooManyWaits || info.GetMetadata()["scope"] != scope {
-				t.Errorf("%s: ErrorInfo %v, want reason %s scope %s", what, info, ReasonTooManyWaits, scope)
+			if info.GetReason() != idempb.ReasonTooManyWaits || info.GetMetadata()["scope"] != scope {
+				t.Errorf("%s: ErrorInfo %v, want reason %s scope %s", what, info, idempb.ReasonTooManyWaits, scope)
 			}
 			return
 		}

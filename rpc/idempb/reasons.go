@@ -18,15 +18,18 @@ const (
 	ReasonTooManyWaits     = "TOO_MANY_WAITS"
 	// ReasonLeaderBusy: the leader cannot take more forwarded calls from
 	// one follower now (Unavailable); retry.
-	ReasonLeaderBusy      = "LEADER_BUSY"
-	ReasonInternal        = "INTERNAL"
+	ReasonLeaderBusy = "LEADER_BUSY"
+	ReasonInternal   = "INTERNAL"
+	// Authentication and authorization (rpc/auth.go).
 	ReasonUnauthenticated = "UNAUTHENTICATED"
 	ReasonTenantMismatch  = "TENANT_MISMATCH"
 	ReasonAdminRequired   = "ADMIN_REQUIRED"
 	ReasonPeerRequired    = "PEER_REQUIRED"
 	// ReasonRateLimited and ReasonQuotaExceeded carry a RetryInfo.
-	ReasonRateLimited     = "RATE_LIMITED"
-	ReasonQuotaExceeded   = "QUOTA_EXCEEDED"
+	ReasonRateLimited   = "RATE_LIMITED"
+	ReasonQuotaExceeded = "QUOTA_EXCEEDED"
+	// ReasonFeedPruned refuses a feed cursor whose next events were pruned;
+	// ReasonFeedCursorAhead one past the cluster's last event.
 	ReasonFeedPruned      = "FEED_PRUNED"
 	ReasonFeedCursorAhead = "FEED_CURSOR_AHEAD"
 )

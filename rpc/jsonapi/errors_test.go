@@ -29,9 +29,9 @@ func TestBadInput(t *testing.T) {
 		reason     string
 		field      string
 	}{
-		{"a TTL over 30 days", fmt.Sprintf(`{"id":%s,"owner":"o","ttl":"2592001s"}`, id), rpc.ReasonInvalidField, "ttl"},
-		{"no owner", fmt.Sprintf(`{"id":%s}`, id), rpc.ReasonInvalidField, "owner"},
-		{"a key with a control byte", fmt.Sprintf(`{"id":{"key":"a\u0001b"},"owner":"o"}`), rpc.ReasonInvalidField, "id.key"},
+		{"a TTL over 30 days", fmt.Sprintf(`{"id":%s,"owner":"o","ttl":"2592001s"}`, id), idempb.ReasonInvalidField, "ttl"},
+		{"no owner", fmt.Sprintf(`{"id":%s}`, id), idempb.ReasonInvalidField, "owner"},
+		{"a key with a control byte", fmt.Sprintf(`{"id":{"key":"a\u0001b"},"owner":"o"}`), idempb.ReasonInvalidField, "id.key"},
 		{"a misspelled field", fmt.Sprintf(`{"id":%s,"owner":"o","fingerprnt":"AQI="}`, id), "INVALID_JSON", ""},
 		{"a field of the wrong type", fmt.Sprintf(`{"id":%s,"owner":7}`, id), "INVALID_JSON", ""},
 		{"bytes that are not base64", fmt.Sprintf(`{"id":%s,"owner":"o","fingerprint":"!!"}`, id), "INVALID_JSON", ""},
@@ -48,7 +48,7 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 	f := fail(t, base, http.MethodPost, "/v1/claim", fmt.Sprintf(`{"id":%s,"owner":"o"}`, id), "Grpc-Timeout", "soon")
-	f.want(t, http.StatusBadRequest, codes.InvalidArgument, rpc.ReasonInvalidField)
+	f.want(t, http.StatusBadRequest, codes.InvalidArgument, idempb.ReasonInvalidField)
 	if f.info.Metadata["field"] != "Grpc-Timeout" {
 		t.Fatalf("a bad Grpc-Timeout: metadata %v", f.info.Metadata)
 	}
@@ -66,7 +66,7 @@ func TestBodyLimit(t *testing.T) {
 	limit := rpc.DefaultLimits().MaxMessageBytes/3*4 + 64<<10
 	huge := fmt.Sprintf(`{"id":%s,"owner":"%s"}`, recordID(rand.Text()), strings.Repeat("o", limit))
 	f := fail(t, base, http.MethodPost, "/v1/claim", huge)
-	f.want(t, http.StatusBadRequest, codes.InvalidArgument, rpc.ReasonInvalidField)
+	f.want(t, http.StatusBadRequest, codes.InvalidArgument, idempb.ReasonInvalidField)
 	if f.info.Metadata["field"] != "body" || f.info.Metadata["limit"] != strconv.Itoa(limit)+" bytes" {
 		t.Fatalf("metadata %v, want field body and limit %d bytes", f.info.Metadata, limit)
 	}
@@ -123,17 +123,17 @@ func TestAuth(t *testing.T) {
 	body := fmt.Sprintf(`{"id":{"scope":"POST /v1/charges","key":%q},"owner":"o"}`, rand.Text())
 
 	f := fail(t, base, http.MethodPost, "/v1/claim", body)
-	f.want(t, http.StatusUnauthorized, codes.Unauthenticated, rpc.ReasonUnauthenticated)
+	f.want(t, http.StatusUnauthorized, codes.Unauthenticated, idempb.ReasonUnauthenticated)
 	a := call(t, base, http.MethodPost, "/v1/claim", body)
 	if got := a.header.Get("WWW-Authenticate"); got != `Bearer realm="idemnode"` {
 		t.Errorf("WWW-Authenticate %q, want a Bearer challenge", got)
 	}
 	fail(t, base, http.MethodPost, "/v1/claim", body, "Authorization", "Bearer wrong-token-000000000").
-		want(t, http.StatusUnauthorized, codes.Unauthenticated, rpc.ReasonUnauthenticated)
+		want(t, http.StatusUnauthorized, codes.Unauthenticated, idempb.ReasonUnauthenticated)
 
 	other := fmt.Sprintf(`{"id":{"tenant":"globex","scope":"POST /v1/charges","key":%q},"owner":"o"}`, rand.Text())
-	fail(t, base, http.MethodPost, "/v1/claim", other, acme...).want(t, http.StatusForbidden, codes.PermissionDenied, rpc.ReasonTenantMismatch)
-	fail(t, base, http.MethodPost, "/v1/members", `{}`, acme...).want(t, http.StatusForbidden, codes.PermissionDenied, rpc.ReasonAdminRequired)
+	fail(t, base, http.MethodPost, "/v1/claim", other, acme...).want(t, http.StatusForbidden, codes.PermissionDenied, idempb.ReasonTenantMismatch)
+	fail(t, base, http.MethodPost, "/v1/members", `{}`, acme...).want(t, http.StatusForbidden, codes.PermissionDenied, idempb.ReasonAdminRequired)
 
 	var won idempb.ClaimResponse
 	post(t, base, "/v1/claim", body, &won, acme...)
@@ -141,7 +141,7 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("acme's claim: %v", won.Outcome)
 	}
 	limited := fail(t, base, http.MethodPost, "/v1/claim", fmt.Sprintf(`{"id":{"key":%q},"owner":"o"}`, rand.Text()), acme...)
-	limited.want(t, http.StatusTooManyRequests, codes.ResourceExhausted, rpc.ReasonRateLimited)
+	limited.want(t, http.StatusTooManyRequests, codes.ResourceExhausted, idempb.ReasonRateLimited)
 	a = call(t, base, http.MethodPost, "/v1/claim", fmt.Sprintf(`{"id":{"key":%q},"owner":"o"}`, rand.Text()), acme...)
 	if n, err := strconv.Atoi(a.header.Get("Retry-After")); a.status != http.StatusTooManyRequests || err != nil || n < 1 {
 		t.Fatalf("HTTP %d Retry-After %q, want 429 with whole seconds", a.status, a.header.Get("Retry-After"))
