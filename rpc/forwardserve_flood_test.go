@@ -41,8 +41,9 @@ func (b *stalledBackend) Apply(ctx context.Context, c *fsm.Command) (fsm.Result,
 	return b.Backend.Apply(ctx, c)
 }
 
-// leaderWithLimits is leaderWithStream over backend with limits.
-func leaderWithLimits(t *testing.T, backend Backend, limits Limits) (*Server, *link) {
+// leaderWithLimits serves a Server of backend with limits on a loopback
+// port and returns it with its gRPC server and a forwarding link to it.
+func leaderWithLimits(t *testing.T, backend Backend, limits Limits) (*Server, *grpc.Server, *link) {
 	t.Helper()
 	s := NewServer(backend, limits, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -59,7 +60,7 @@ func leaderWithLimits(t *testing.T, backend Backend, limits Limits) (*Server, *l
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, l
+	return s, g, l
 }
 
 // plainClaim is a claim of key that does not wait.
@@ -87,7 +88,7 @@ func reasonOf(err error) string {
 // until the commit came back.)
 func TestForwardedFloodIsBoundedWhileCommitsStall(t *testing.T) {
 	backend := &stalledBackend{Backend: mustNode(t), resume: make(chan struct{})}
-	_, l := leaderWithLimits(t, backend, DefaultLimits())
+	_, _, l := leaderWithLimits(t, backend, DefaultLimits())
 	ctx := testCtx(t)
 	base := runtime.NumGoroutine()
 	backend.stalled.Store(true)
@@ -140,7 +141,7 @@ func TestForwardedFloodIsBoundedWhileCommitsStall(t *testing.T) {
 func TestForwardedWaitFloodLeavesClaimsPrompt(t *testing.T) {
 	limits := DefaultLimits()
 	limits.MaxWaitsPerNode, limits.MaxWaitsPerTenant = 300, 300
-	s, l := leaderWithLimits(t, mustNode(t), limits)
+	s, _, l := leaderWithLimits(t, mustNode(t), limits)
 	ctx := testCtx(t)
 	if _, err := s.Claim(ctx, &idempb.ClaimRequest{Id: &idempb.RecordId{Tenant: "t", Key: "held"},
 		Fingerprint: []byte("fp"), Owner: "holder", Lease: durationpb.New(time.Minute)}); err != nil {

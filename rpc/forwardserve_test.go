@@ -3,7 +3,6 @@ package rpc
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -27,22 +26,7 @@ func leaderWithStream(t *testing.T) (*Server, *grpc.Server, *link) {
 // real clock).
 func leaderWithStreamOn(t *testing.T, clk clock.Clock) (*Server, *grpc.Server, *link) {
 	t.Helper()
-	s := NewServer(mustNodeOn(t, clk), DefaultLimits(), nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(ServerOptions()...)
-	s.Register(g)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(g.Stop)
-	f := &forwarder{}
-	t.Cleanup(f.close)
-	l, err := f.link(ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, g, l
+	return leaderWithLimits(t, mustNodeOn(t, clk), DefaultLimits())
 }
 
 // waitingClaim is a claim of a key someone else holds, waiting up to wait.
