@@ -1,6 +1,7 @@
 package idemhttp_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -19,9 +20,10 @@ import (
 func TestCallerGoneKeepsLease(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
-	finish := make(chan struct{})
+	reached, finish := make(chan struct{}), make(chan struct{})
 	srv := serve(t, idemhttp.Config{Lease: time.Second}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
+		close(reached)
 		<-r.Context().Done() // the caller left
 		<-finish
 		w.WriteHeader(http.StatusCreated)
@@ -34,12 +36,16 @@ func TestCallerGoneKeepsLease(t *testing.T) {
 		}
 	})
 	key := client.NewKey()
-	req, _ := http.NewRequest("POST", srv.URL+"/v1/charges", strings.NewReader(`{}`))
+	// The caller leaves once the handler has its request: leaving at a
+	// fixed time flaked on a loaded machine, before the claim was made.
+	ctx, leave := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/charges", strings.NewReader(`{}`))
 	req.Header.Set("Authorization", "Bearer acme")
 	req.Header.Set("Idempotency-Key", key)
-	if resp, err := (&http.Client{Timeout: 200 * time.Millisecond}).Do(req); err == nil {
+	go func() { <-reached; leave() }()
+	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
-		t.Fatalf("the impatient caller got HTTP %d, want its own timeout", resp.StatusCode)
+		t.Fatalf("the impatient caller got HTTP %d, want to have left first", resp.StatusCode)
 	}
 	left := time.Now()
 	cl, id := newClient(t), client.ID{Tenant: "acme", Scope: "POST /v1/charges", Key: key}

@@ -1,7 +1,9 @@
 package proxy_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -128,7 +130,7 @@ func TestProxyCallerGivesUp(t *testing.T) {
 	up := startUpstream(t)
 	base, _ := startProxy(t, shared, up, nil)
 	key := client.NewKey()
-	giveUp(t, base+"/charges?sleep=1.5", key)
+	giveUp(t, base+"/charges?sleep=1.5", key, func() bool { return up.runs(key) == 1 })
 	retry := send(t, "POST", base+"/charges?sleep=1.5", key, `{}`)
 	if retry.status != 201 || retry.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry: HTTP %d %v %s, want the first run's answer replayed", retry.status, retry.header, retry.body)
@@ -157,7 +159,7 @@ func TestProxyCallerGoneKeepsLease(t *testing.T) {
 	// that fails early must not leave the handler blocked.
 	t.Cleanup(respond)
 	key := client.NewKey()
-	giveUp(t, base+"/charges", key)
+	giveUp(t, base+"/charges", key, func() bool { return up.hits.Load() == 1 })
 	left := time.Now()
 	cl, id := newClient(t), client.ID{Scope: "POST /charges", Key: key}
 	var last client.Record
@@ -182,15 +184,28 @@ func TestProxyCallerGoneKeepsLease(t *testing.T) {
 	}
 }
 
-// giveUp sends a POST with key from a caller that gives up after 300 ms,
-// before the upstream answers.
-func giveUp(t testing.TB, url, key string) {
+// giveUp sends a POST with key from a caller that gives up once reached
+// says the upstream has the request, before it answers. Leaving at a fixed
+// time instead flaked on a loaded machine: the caller could leave before the
+// claim was made, and then no upstream ran at all.
+func giveUp(t testing.TB, url, key string, reached func() bool) {
 	t.Helper()
-	impatient := &http.Client{Timeout: 300 * time.Millisecond}
-	req, _ := http.NewRequest("POST", url, strings.NewReader(`{}`))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(`{}`))
 	req.Header.Set("Idempotency-Key", key)
-	if resp, err := impatient.Do(req); err == nil {
-		resp.Body.Close()
-		t.Fatalf("the impatient caller got HTTP %d, want its own timeout", resp.StatusCode)
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("the impatient caller got HTTP %d, want to leave first", resp.StatusCode)
+		}
+		answered <- err
+	}()
+	testutil.Eventually(t, 10*time.Second, "the upstream has the request", reached)
+	cancel()
+	if err := <-answered; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
 	}
 }
