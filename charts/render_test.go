@@ -67,9 +67,13 @@ type manifests struct {
 	monitor *serviceMonitor
 	rule    *prometheusRule
 	// dashboard is the Grafana dashboard's ConfigMap (grafanaDashboard).
-	dashboard  *corev1.ConfigMap
-	kinds      []string
-	renderArgs []string
+	dashboard *corev1.ConfigMap
+	// certificates and issuers are the cert-manager objects
+	// (tls.certManager), by name.
+	certificates map[string]*certificate
+	issuers      map[string]*issuer
+	kinds        []string
+	renderArgs   []string
 }
 
 // serviceMonitor is the part of the Prometheus Operator's
@@ -152,7 +156,8 @@ func render(t *testing.T, set ...string) *manifests {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &manifests{services: map[string]*corev1.Service{}, renderArgs: set}
+	m := &manifests{services: map[string]*corev1.Service{}, certificates: map[string]*certificate{},
+		issuers: map[string]*issuer{}, renderArgs: set}
 	for _, doc := range docSep.Split(out, -1) {
 		if strings.TrimSpace(stripComments(doc)) == "" {
 			continue
@@ -169,7 +174,7 @@ func render(t *testing.T, set ...string) *manifests {
 		want := map[string]string{
 			"StatefulSet": "apps/v1", "Service": "v1", "ConfigMap": "v1", "ServiceAccount": "v1",
 			"PodDisruptionBudget": "policy/v1", "ServiceMonitor": "monitoring.coreos.com/v1",
-			"PrometheusRule": "monitoring.coreos.com/v1",
+			"PrometheusRule": "monitoring.coreos.com/v1", "Certificate": "cert-manager.io/v1", "Issuer": "cert-manager.io/v1",
 		}[tm.Kind]
 		if want == "" || tm.APIVersion != want {
 			t.Fatalf("%v: unexpected %s %s", set, tm.APIVersion, tm.Kind)
@@ -195,10 +200,19 @@ func render(t *testing.T, set ...string) *manifests {
 		case "PrometheusRule":
 			m.rule = &prometheusRule{}
 			obj = m.rule
+		case "Certificate":
+			obj = &certificate{}
+		case "Issuer":
+			obj = &issuer{}
 		}
 		strictDecode(t, js, obj)
-		if s, ok := obj.(*corev1.Service); ok {
-			m.services[s.Name] = s
+		switch o := obj.(type) {
+		case *corev1.Service:
+			m.services[o.Name] = o
+		case *certificate:
+			m.certificates[o.Name] = o
+		case *issuer:
+			m.issuers[o.Name] = o
 		}
 		if cm, ok := obj.(*corev1.ConfigMap); ok {
 			switch cm.Name {

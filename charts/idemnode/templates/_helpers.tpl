@@ -104,9 +104,10 @@ cluster or would run half-secured. It renders nothing.
 {{- if gt $be $r }}
 {{- fail (printf "bootstrapExpect (%d) is higher than replicas (%d): the cluster would never form; leave it empty" $be $r) }}
 {{- end }}
+{{- include "idemnode.validateCertManager" . }}
 {{- if $v.tls.enabled }}
-{{- if not $v.tls.secretName }}
-{{- fail "tls.enabled is true but tls.secretName is empty: name the Secret that holds the certificate and key" }}
+{{- if and (not $v.tls.certManager.enabled) (not $v.tls.secretName) }}
+{{- fail "tls.enabled is true but tls.secretName is empty: name the Secret that holds the certificate and key, or let cert-manager issue it (tls.certManager.enabled)" }}
 {{- end }}
 {{- if or (not $v.tls.certKey) (not $v.tls.keyKey) }}
 {{- fail "tls.enabled is true but tls.certKey or tls.keyKey is empty: name the Secret's keys for the certificate and the private key" }}
@@ -114,7 +115,7 @@ cluster or would run half-secured. It renders nothing.
 {{- if not $v.tls.caKey }}
 {{- fail "tls.enabled is true but tls.caKey is empty: name the Secret's key holding the cluster CA (ca.crt with cert-manager)" }}
 {{- end }}
-{{- if and $v.tls.clientCA.enabled (not $v.tls.clientCA.secretName) }}
+{{- if and $v.tls.clientCA.enabled (not $v.tls.clientCA.secretName) (not (include "idemnode.ownClientCA" .)) }}
 {{- fail "tls.clientCA.enabled is true but tls.clientCA.secretName is empty: name the Secret that holds the client CA (a CA of its own, not the cluster CA)" }}
 {{- end }}
 {{- if and $v.tls.clientCA.enabled (not $v.tls.clientCA.key) }}
