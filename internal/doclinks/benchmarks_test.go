@@ -1,7 +1,6 @@
 package doclinks
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -41,16 +40,7 @@ func TestRepositoryBenchmarks(t *testing.T) {
 
 func TestCheckBenchmarksFindsMissingOnes(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) {
-		t.Helper()
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := writer(t, dir)
 	write("cluster/restart_bench_test.go", "package cluster\n\nfunc BenchmarkRestart1M(b *testing.B) {}\n")
 	write("proxy/bench_test.go", "package proxy\n\nfunc BenchmarkProxy(b *testing.B) {}\nfunc helperBenchmarkX() {}\n")
 	page := "# Page\n\n" +
@@ -70,13 +60,7 @@ func TestCheckBenchmarksFindsMissingOnes(t *testing.T) {
 	write("docs/bench-runs/raw.md", "BenchmarkGone\n")
 
 	broken, err := CheckBenchmarks(dir, map[string]Removed{"BenchmarkMemory1M": {Pkg: "./fsm", Commit: "5f22b09"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, b := range broken {
-		got = append(got, b.String())
-	}
+	got := found(t, broken, err)
 	want := []string{
 		"docs/PAGE.md:4: BenchmarkMemory1M: no such benchmark",
 		"docs/PAGE.md:8: go test ./fsm -bench '1M$': no such package",
