@@ -14,8 +14,8 @@ say() { printf '[%3ds] %s\n' "$((SECONDS - start))" "$*"; }
 die() { say "FAIL: $*" >&2; exit 1; }
 
 # Fixed ports, away from the defaults (7400-7404) so a node someone runs by
-# hand is never the one under test. --dev derives raft (+1), gossip (+2),
-# http (+3) and the JSON API (+4) from the gRPC port.
+# hand is never the one under test. --dev derives raft (+1), http (+3) and
+# the JSON API (+4) from the gRPC port, and binds no gossip port.
 grpc_addr=127.0.0.1:17600
 ready_url=http://127.0.0.1:17603/readyz
 api_url=http://127.0.0.1:17604

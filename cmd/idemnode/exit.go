@@ -36,7 +36,7 @@ const exitFailed = 1
 const exitStorage = 3
 
 // exitCodesHelp is the table above as every client subcommand's --help and
-// the README show it.
+// docs/CLI.md show it.
 const exitCodesHelp = `Exit codes:
   0  you hold the key, or it took effect (won, ok; get of an existing record)
   1  refused or absent (mismatch, fenced, not_found; remove-member of an

@@ -67,7 +67,7 @@ func executions(t *testing.T, base string) int {
 	return st.Executions
 }
 
-// TestPayments runs the example as its README command does (run with
+// TestPayments runs the example as docs/SDK.md's command does (run with
 // --cluster and --listen) against a three-node cluster, and checks every
 // answer of POST /v1/charges and the executions count.
 func TestPayments(t *testing.T) {
@@ -206,7 +206,7 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
-// TestComposeDocumented holds the README's compose section, and this
+// TestComposeDocumented holds docs/DEPLOY.md's compose section, and this
 // command's usage, to docker-compose.yml: every port it publishes is named
 // (gRPC and HTTP), and the commands use the `docker compose` spelling of
 // the file's own header.
@@ -216,15 +216,15 @@ func TestComposeDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	deploy, err := os.ReadFile("../../docs/DEPLOY.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := string(readme)
+	section := string(deploy)
 	start := strings.Index(section, "`docker-compose.yml` runs")
-	end := strings.Index(section, "**Kubernetes.**")
+	end := strings.Index(section, "## Kubernetes")
 	if start < 0 || end < start {
-		t.Fatal("README.md has no compose section before **Kubernetes.**")
+		t.Fatal("docs/DEPLOY.md has no compose section before ## Kubernetes")
 	}
 	section = section[start:end]
 	// "127.0.0.1:${IDEMNODE_NODE1_GRPC_PORT-17400}:7400"
@@ -236,7 +236,7 @@ func TestComposeDocumented(t *testing.T) {
 	for _, p := range published {
 		addr := "127.0.0.1:" + p[2]
 		if !strings.Contains(section, addr) {
-			t.Errorf("the README's compose section does not name the %s port %s", p[1], addr)
+			t.Errorf("docs/DEPLOY.md's compose section does not name the %s port %s", p[1], addr)
 		}
 		if p[1] == "GRPC" {
 			grpcAddrs = append(grpcAddrs, addr)
@@ -250,10 +250,10 @@ func TestComposeDocumented(t *testing.T) {
 	}
 	for _, cmd := range []string{"docker compose -p idemnode up -d", "docker compose -p idemnode down -v"} {
 		if !strings.Contains(section, cmd) {
-			t.Errorf("the README's compose section lacks %q", cmd)
+			t.Errorf("docs/DEPLOY.md's compose section lacks %q", cmd)
 		}
 	}
 	if regexp.MustCompile(`(?m)^[^#\n]*docker-compose -p`).MatchString(section) {
-		t.Errorf("the README's compose section runs docker-compose, not the header's docker compose:\n%s", section)
+		t.Errorf("docs/DEPLOY.md's compose section runs docker-compose, not the header's docker compose:\n%s", section)
 	}
 }

@@ -43,20 +43,7 @@ var (
 func Check(root string) ([]Broken, error) {
 	var broken []Broken
 	anchors := map[string]map[string]bool{} // by file, read once
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			if skipped[filepath.ToSlash(rel)] {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".md") {
-			return nil
-		}
+	err := walkMarkdown(root, func(path, rel string) error {
 		lines, err := proseLines(path)
 		if err != nil {
 			return err
@@ -68,13 +55,36 @@ func Check(root string) ([]Broken, error) {
 					continue
 				}
 				if reason := checkTarget(path, target, anchors); reason != "" {
-					broken = append(broken, Broken{File: filepath.ToSlash(rel), Line: i + 1, Target: target, Reason: reason})
+					broken = append(broken, Broken{File: rel, Line: i + 1, Target: target, Reason: reason})
 				}
 			}
 		}
 		return nil
 	})
 	return broken, err
+}
+
+// walkMarkdown calls fn with the path of every Markdown file under root
+// outside the skipped directories, and its path relative to root with
+// forward slashes.
+func walkMarkdown(root string, fn func(path, rel string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if skipped[rel] {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".md") {
+			return nil
+		}
+		return fn(path, rel)
+	})
 }
 
 // checkTarget returns why the link target from file from is broken, or "".

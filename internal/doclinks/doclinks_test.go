@@ -20,16 +20,7 @@ func TestRepositoryLinks(t *testing.T) {
 
 func TestCheckFindsMissingFilesAndHeadings(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) {
-		t.Helper()
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := writer(t, dir)
 	write("docs/journal/history.md", "# History\n\n## 22fec71: the release beside the store (2026-11-30, 09:47–10:50 UTC)\n\n## Runs\n\n## Runs\n")
 	write("docs/PAGE.md", "# Page\n\n## Current figures\n\n"+
 		"[ok](journal/history.md#22fec71-the-release-beside-the-store-2026-11-30-09471050-utc)\n"+
@@ -41,13 +32,7 @@ func TestCheckFindsMissingFilesAndHeadings(t *testing.T) {
 	write("docs/bench-runs/raw.md", "[ignored](nowhere.md)\n")
 
 	broken, err := Check(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, b := range broken {
-		got = append(got, b.String())
-	}
+	got := found(t, broken, err)
 	want := []string{
 		"docs/PAGE.md:7: OLD.md: no such file",
 		"docs/PAGE.md:7: journal/history.md#runs-2: no heading with this anchor",
@@ -70,4 +55,32 @@ func TestAnchor(t *testing.T) {
 			t.Errorf("Anchor(%q) = %q, want %q", text, got, want)
 		}
 	}
+}
+
+// writer returns a function that writes a file under dir, making its
+// directories.
+func writer(t *testing.T, dir string) func(name, text string) {
+	return func(name, text string) {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// found returns what a check found, one line each, or fails on its error.
+func found(t *testing.T, broken []Broken, err error) []string {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range broken {
+		got = append(got, b.String())
+	}
+	return got
 }
