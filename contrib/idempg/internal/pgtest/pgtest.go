@@ -180,19 +180,27 @@ var shared struct {
 }
 
 // Shared returns the server this test process shares between its tests,
-// starting it on first use (StopShared stops it, from TestMain). Without
-// PostgreSQL it skips t, saying so, except in CI (CI set), where the
-// tests must run: it fails t.
+// starting it on first use (StopShared stops it, from TestMain). A missing
+// server skips or fails t as Require says.
 func Shared(t testing.TB) *Server {
 	t.Helper()
 	shared.once.Do(func() { shared.s, shared.err = Start() })
-	switch {
-	case errors.Is(shared.err, ErrNoBinaries) && os.Getenv("CI") == "":
-		t.Skip(shared.err)
-	case shared.err != nil:
-		t.Fatal(shared.err)
-	}
+	Require(t, shared.err)
 	return shared.s
+}
+
+// Require ends t when err, from Start, is not nil: without PostgreSQL it
+// skips t, saying so, except in CI (CI or IDEMNODE_REQUIRE_POSTGRES set,
+// as .ci/run sets it after installing the server), where the tests must
+// run: then, and for any other error, it fails t.
+func Require(t testing.TB, err error) {
+	t.Helper()
+	switch {
+	case errors.Is(err, ErrNoBinaries) && os.Getenv("CI") == "" && os.Getenv("IDEMNODE_REQUIRE_POSTGRES") == "":
+		t.Skip(err)
+	case err != nil:
+		t.Fatal(err)
+	}
 }
 
 // StopShared stops the shared server if it was started.
