@@ -265,22 +265,7 @@ func holderKeys(mode string, n int) []string {
 // the function, and it returns the committed responses.
 func TestHolderFrozenBeforeFence(t *testing.T) {
 	e := newEnv(t)
-	keys := holderKeys(stopAtClaim, 8)
-	h := startHolder(t, e, stopAtClaim, e.dsn, keys)
-	h.awaitReady(t, len(keys))
-	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	taken := takeOver(t, e, keys)
-	stale := h.results(t)
-	got := map[string][]string{}
-	for _, k := range keys {
-		if !taken[k].Executed {
-			t.Errorf("takeover of %s: %+v; want it to run the function", k, taken[k])
-		}
-		got[k] = []string{string(taken[k].Response.Body), stale[k]}
-	}
-	checkEffects(t, e.db, got)
+	frozenTakeover(t, e, stopAtClaim, e.dsn)
 }
 
 // TestHolderFrozenInTransaction: a holder process is frozen with SIGSTOP
@@ -291,8 +276,16 @@ func TestHolderFrozenBeforeFence(t *testing.T) {
 // retry gets the takeover's response.
 func TestHolderFrozenInTransaction(t *testing.T) {
 	e := newEnv(t)
-	keys := holderKeys(stopInFn, 8)
-	h := startHolder(t, e, stopInFn, e.dsn+" idle_in_transaction_session_timeout=1500", keys)
+	frozenTakeover(t, e, stopInFn, e.dsn+" idle_in_transaction_session_timeout=1500")
+}
+
+// frozenTakeover freezes a holder process of 8 keys at mode's point, takes
+// every key over while it is frozen, lets it go on, and checks the effects
+// and the responses of both.
+func frozenTakeover(t *testing.T, e *env, mode, dsn string) {
+	t.Helper()
+	keys := holderKeys(mode, 8)
+	h := startHolder(t, e, mode, dsn, keys)
 	h.awaitReady(t, len(keys))
 	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)

@@ -27,19 +27,23 @@ type env struct {
 // unique constraint on the key, so a second committed effect would show.
 const effectsDDL = `CREATE TABLE effects (id bigserial PRIMARY KEY, k text NOT NULL, token bigint NOT NULL, holder text NOT NULL)`
 
-// newEnv starts a 3-node cluster and a fresh database with the helper's
-// table and the effects table.
-func newEnv(t *testing.T) *env {
+// newEnv starts a 3-node cluster and a fresh database on the shared server
+// with the helper's table and the effects table.
+func newEnv(t *testing.T) *env { return newEnvOn(t, pgtest.Shared(t)) }
+
+// newEnvOn is newEnv on the server srv, running ddls first.
+func newEnvOn(t testing.TB, srv *pgtest.Server, ddls ...string) *env {
 	t.Helper()
-	srv := pgtest.Shared(t)
 	dsn, db := srv.NewDB(t)
 	db.SetMaxOpenConns(64)
 	ctx := context.Background()
 	if err := idempg.Migrate(ctx, db, idempg.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.ExecContext(ctx, effectsDDL); err != nil {
-		t.Fatal(err)
+	for _, ddl := range append(ddls, effectsDDL) {
+		if _, err := db.ExecContext(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c := testcluster.Start(t, 3, testcluster.Options{})
 	cl := newClient(t, addrs(c), nil)
