@@ -41,7 +41,9 @@ func TestExactlyOnceUnderRacesAndFailover(t *testing.T) {
 		got     = map[string][]string{}
 		done    atomic.Int64
 		retries atomic.Int64
-		crashed = make(chan struct{})
+		// How calls were answered: ran the function, or replayed.
+		executed, replayed atomic.Int64
+		crashed            = make(chan struct{})
 	)
 	go func() {
 		for done.Load() < keys*callers/3 {
@@ -64,6 +66,11 @@ func TestExactlyOnceUnderRacesAndFailover(t *testing.T) {
 				for {
 					res, err := e.r.Do(ctx, testID(c.key), fingerprint, effect(holder), client.WithWait(15*time.Second))
 					if err == nil {
+						if res.Executed {
+							executed.Add(1)
+						} else if res.Replayed {
+							replayed.Add(1)
+						}
 						mu.Lock()
 						got[c.key] = append(got[c.key], string(res.Response.Body))
 						mu.Unlock()
@@ -87,7 +94,11 @@ func TestExactlyOnceUnderRacesAndFailover(t *testing.T) {
 	default:
 		t.Fatal("the leader was never crashed")
 	}
-	t.Logf("%d calls over %d keys, %d retried after an error", done.Load(), len(got), retries.Load())
+	t.Logf("%d calls over %d keys (%d ran the function, %d replayed), %d retried after an error",
+		done.Load(), len(got), executed.Load(), replayed.Load(), retries.Load())
+	if executed.Load() != keys {
+		t.Errorf("%d calls ran the function and committed, want one per key (%d)", executed.Load(), keys)
+	}
 	if len(got) != keys {
 		t.Fatalf("%d keys answered, want %d", len(got), keys)
 	}
