@@ -105,7 +105,8 @@ func (r *Runner) Do(ctx context.Context, id client.ID, fingerprint []byte, fn Tx
 		}
 		return client.Complete
 	}
-	res, err := r.cl.Do(ctx, id, fingerprint, run, append(opts, client.WithClassifier(classify))...)
+	// Full slice expression: never append into the caller's array.
+	res, err := r.cl.Do(ctx, id, fingerprint, run, append(opts[:len(opts):len(opts)], client.WithClassifier(classify))...)
 	switch {
 	case res.Replayed:
 		return Result{Response: res.Response, Replayed: true}, err
