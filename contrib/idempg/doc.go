@@ -16,7 +16,7 @@
 // # The design
 //
 // Each key has a row in a table of the package's own (Migrate creates it;
-// MigrationSQL prints the SQL), keyed (tenant, scope, key). Runner.Do:
+// MigrationSQL returns the SQL), keyed (tenant, scope, key). Runner.Do:
 //
 //  1. claims the key with client.Do (which extends the lease while the
 //     function runs and cancels it with client.ErrFenced when the lease is
