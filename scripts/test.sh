@@ -11,3 +11,6 @@ go vet -tags faults ./cluster ./rpc ./cmd/idemnode
 # macOS builds too (the README's first command is a Mac user's first step).
 GOOS=darwin GOARCH=arm64 go build ./...
 go test -race -count=1 -timeout 20m ./... "$@"
+# contrib/idempg (its own module) against a real PostgreSQL, and its example.
+(cd contrib/idempg && go vet ./... && go test -race -count=1 -timeout 10m ./...)
+(cd examples/postgres && go vet ./... && go build -o /dev/null .)

@@ -49,3 +49,5 @@ if [ -z "${VULNDB:-}" ]; then
 	fi
 fi
 "$GOBIN/govulncheck" -db "$VULNDB" ./...
+# The modules of their own (contrib/, and the example that imports one).
+for m in contrib/idempg examples/postgres; do (cd "$m" && "$GOBIN/govulncheck" -db "$VULNDB" ./...); done
