@@ -17,14 +17,19 @@ import (
 type certDirFlags struct {
 	dir   string
 	force bool
+	keep  bool
 }
 
 func (f *certDirFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.dir, "dir", ".", "directory of the CAs, certificates and keys (created 0700 if missing)")
 	fl.BoolVar(&f.force, "force", false, "replace files that exist (without it, an existing file is an error and nothing is written)")
+	fl.BoolVar(&f.keep, "keep", false, "when every file this command writes exists, keep them and succeed (a job that runs again); "+
+		"some of them existing is still an error")
 }
 
-func (f *certDirFlags) certDir() certgen.Dir { return certgen.Dir{Path: f.dir, Force: f.force} }
+func (f *certDirFlags) certDir() certgen.Dir {
+	return certgen.Dir{Path: f.dir, Force: f.force, Keep: f.keep}
+}
 
 // certCmdError sorts a certgen failure: a refusal of the request (an
 // existing file, bad input, a certificate a node would refuse) is a usage
@@ -36,8 +41,12 @@ func certCmdError(err error) error {
 	return runtimeError{err}
 }
 
-// printWritten lists the files a command wrote, one per line.
+// printWritten lists the files a command wrote, one per line (none: --keep
+// kept them).
 func printWritten(cmd *cobra.Command, paths []string) {
+	if len(paths) == 0 {
+		fmt.Fprintln(cmd.OutOrStdout(), "kept the existing files (--keep)")
+	}
 	for _, p := range paths {
 		fmt.Fprintln(cmd.OutOrStdout(), "wrote", p)
 	}

@@ -87,6 +87,11 @@ type Dir struct {
 	// Force replaces existing files; without it an existing file is
 	// ErrExists and nothing is written.
 	Force bool
+	// Keep makes a call whose files all exist already succeed without
+	// writing or checking anything (it returns no paths), so a job that
+	// makes the files can run again; some of them existing is still
+	// ErrExists. Not with Force.
+	Keep bool
 }
 
 func (d Dir) path(name string) string { return filepath.Join(d.Path, name) }

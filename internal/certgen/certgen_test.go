@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -184,6 +185,31 @@ func TestNothingOverwrittenWithoutForce(t *testing.T) {
 	}
 	if names := listDir(t, d.Path); len(names) != len(files) {
 		t.Errorf("the directory holds %v after the refusals", names)
+	}
+
+	// With Keep, each command finds all its files and succeeds, writing
+	// nothing; one of a pair missing is still a refusal.
+	kept := Dir{Path: d.Path, Keep: true}
+	for what, create := range again {
+		if written, err := create(kept); err != nil || written != nil {
+			t.Errorf("%s with Keep: wrote %v, err %v; want nothing written, no error", what, written, err)
+		}
+	}
+	if after := snapshot(); !maps.EqualFunc(before, after, bytes.Equal) {
+		t.Error("Keep changed files")
+	}
+	partial := t.TempDir()
+	if _, err := (Dir{Path: partial}).CreateCA(ClusterCA, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(partial, ClusterCAKey)); err != nil {
+		t.Fatal(err)
+	}
+	if written, err := (Dir{Path: partial, Keep: true}).CreateCA(ClusterCA, 0); !errors.Is(err, ErrExists) || written != nil {
+		t.Errorf("Keep with the CA's key missing: wrote %v, err %v; want ErrExists", written, err)
+	}
+	if _, err := (Dir{Path: d.Path, Keep: true, Force: true}).CreateGossipKey(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Keep and Force: err %v, want ErrInvalid", err)
 	}
 
 	// With Force, in an order that keeps every step valid: the node

@@ -19,8 +19,12 @@ type output struct {
 // temporary file there, check runs on the staged paths (by name), and only
 // then do they take their names: without Force by a hard link, which fails
 // if the name was taken in the meantime, so nothing is ever replaced; with
-// Force by a rename. It returns the paths written.
+// Force by a rename. It returns the paths written (none when Keep found
+// them all).
 func (d Dir) publish(outs []output, check func(staged map[string]string) error) ([]string, error) {
+	if d.Force && d.Keep {
+		return nil, fmt.Errorf("%w: force and keep exclude each other", ErrInvalid)
+	}
 	if err := os.MkdirAll(d.Path, 0o700); err != nil {
 		return nil, fmt.Errorf("create directory %s: %w", d.Path, err)
 	}
@@ -30,6 +34,9 @@ func (d Dir) publish(outs []output, check func(staged map[string]string) error) 
 			if _, err := os.Lstat(d.path(o.name)); err == nil {
 				taken = append(taken, fmt.Errorf("%s: %w (nothing written; --force replaces it)", d.path(o.name), ErrExists))
 			}
+		}
+		if d.Keep && len(taken) == len(outs) {
+			return nil, nil
 		}
 		if len(taken) > 0 {
 			return nil, errors.Join(taken...)
