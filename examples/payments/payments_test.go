@@ -18,7 +18,9 @@ import (
 
 	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testpki"
 	"github.com/idemnode/idemnode/internal/testutil"
+	"github.com/idemnode/idemnode/server"
 )
 
 type reply struct {
@@ -255,5 +257,46 @@ func TestComposeDocumented(t *testing.T) {
 	}
 	if regexp.MustCompile(`(?m)^[^#\n]*docker-compose -p`).MatchString(section) {
 		t.Errorf("the README's compose section runs docker-compose, not the header's docker compose:\n%s", section)
+	}
+}
+
+// TestPaymentsOverMutualTLS: with -tls-ca, -tls-cert and -tls-key the
+// example reaches a cluster with mutual TLS and --auth as a delegate, so each
+// request names its own tenant; without them (plaintext) it cannot charge.
+func TestPaymentsOverMutualTLS(t *testing.T) {
+	sec := testcluster.NewSecurity(t)
+	c := testcluster.Start(t, 3, testcluster.Options{Security: sec, Server: func(_ *testcluster.Node, cfg *server.Config) {
+		cfg.Auth = server.Auth{Enabled: true, CertTenant: "cn", Delegates: []string{"gateway"}}
+	}})
+	dir := t.TempDir()
+	ca := testpki.WriteFile(t, dir, "cluster-ca.crt", sec.CA.PEM)
+	cert, key := sec.ClientCA.IssueClient(t, "gateway").Write(t, dir, "gateway")
+	charge := func(t *testing.T, flags ...string) reply {
+		listen := testutil.FreeAddr(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, append([]string{"--cluster", c.Nodes[0].GRPCAddr(), "--listen", listen}, flags...), io.Discard)
+		}()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}()
+		testutil.Eventually(t, 10*time.Second, "the API listening", func() bool {
+			conn, err := net.Dial("tcp", listen)
+			if err == nil {
+				conn.Close()
+			}
+			return err == nil
+		})
+		return post(t, "http://"+listen, "acme", client.NewKey(), `{"amount":1000,"currency":"EUR"}`)
+	}
+	if r := charge(t, "-tls-ca", ca, "-tls-cert", cert, "-tls-key", key); r.status != 201 {
+		t.Errorf("charge over mutual TLS = %d %s, want 201", r.status, r.body)
+	}
+	if r := charge(t); r.status < 500 {
+		t.Errorf("charge in plaintext = %d %s, want a server error", r.status, r.body)
 	}
 }
