@@ -22,8 +22,10 @@
 # tenant proxy (--auth-delegate: an `idemnode proxy` serving many tenants),
 # and the gossip keyring. The nodes then run with mutual TLS, encrypted
 # gossip and --auth, and `up` writes $dir/env: `source idemnode-cluster/env`
-# points the CLI (IDEMNODE_ADDR, IDEMNODE_TLS_*) at the cluster as tenant
-# acme. status, stop, kill and start keep the mode `up` chose.
+# points the CLI (IDEMNODE_ADDR, IDEMNODE_TLS_*, IDEMNODE_TENANT) and the
+# Python example (IDEMNODE_JSON_URL) at the cluster as tenant acme; the Go
+# example (examples/payments) takes the delegate's files as flags. status,
+# stop, kill and start keep the mode `up` chose.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
 cd "$(dirname "$0")/.."
@@ -33,7 +35,7 @@ pki="$dir/pki"
 # A shell that sourced $dir/env holds the client's IDEMNODE_* settings, and
 # serve reads the same names (IDEMNODE_TLS_CERT is also its own flag): the
 # nodes and this script's own calls get every flag explicitly instead.
-unset IDEMNODE_ADDR IDEMNODE_TLS_CA IDEMNODE_TLS_CERT IDEMNODE_TLS_KEY IDEMNODE_TLS_SERVER_NAME \
+unset IDEMNODE_ADDR IDEMNODE_JSON_URL IDEMNODE_TLS_CA IDEMNODE_TLS_CERT IDEMNODE_TLS_KEY IDEMNODE_TLS_SERVER_NAME \
 	IDEMNODE_AUTH_TOKEN IDEMNODE_AUTH_TOKEN_FILE IDEMNODE_TENANT
 
 net="${IDEMNODE_CLUSTER_NET:-127.0.0}"
@@ -91,17 +93,20 @@ make_pki() {
 	done
 }
 
-# write_env N: $dir/env, the variables that point the CLI at the cluster
-# as tenant acme (read by every client subcommand; docs/SECURITY.md).
+# write_env N: $dir/env, the variables that point the CLI (every client
+# subcommand) and the Python example (examples/python, client_from_env) at
+# the cluster as tenant acme.
 write_env() {
-	local n=$1 addrs=() j
-	for j in $(seq 1 "$n"); do addrs+=("$(ip_of "$j"):7400"); done
+	local n=$1 addrs=() urls=() j
+	for j in $(seq 1 "$n"); do addrs+=("$(ip_of "$j"):7400"); urls+=("https://$(ip_of "$j"):7404"); done
 	cat >"$dir/env" <<-ENV
 	# idemnode cluster under $dir, as tenant acme (scripts/cluster.sh up --secure)
 	export IDEMNODE_ADDR=$(IFS=,; echo "${addrs[*]}")
+	export IDEMNODE_JSON_URL=$(IFS=,; echo "${urls[*]}")
 	export IDEMNODE_TLS_CA=$pki/cluster-ca.crt
 	export IDEMNODE_TLS_CERT=$pki/client-acme.crt
 	export IDEMNODE_TLS_KEY=$pki/client-acme.key
+	export IDEMNODE_TENANT=acme
 	ENV
 }
 
@@ -188,10 +193,16 @@ up() {
 				for j in $(seq 1 "$n"); do addrs+=("$(ip_of "$j"):7400"); done
 				if secure; then
 					echo "mutual TLS, encrypted gossip and --auth; certificates and keys in $pki"
-					echo "env:  source $dir/env   # the CLI as tenant acme (client-acme.crt)"
+					local cluster delegate
+					cluster=$(IFS=,; echo "${addrs[*]}")
+					delegate="--tls-ca $pki/cluster-ca.crt --tls-cert $pki/client-proxy.crt --tls-key $pki/client-proxy.key"
+					echo "env:  source $dir/env   # the CLI and examples/python as tenant acme (client-acme.crt)"
 					echo "try:  $bin claim --key demo-1 --fingerprint 01 -o json"
-					echo "admin: --tls-cert $pki/client-admin.crt --tls-key $pki/client-admin.key (members, ...)"
-					echo "proxy: $bin proxy --cluster $(IFS=,; echo "${addrs[*]}") --tls-ca $pki/cluster-ca.crt --tls-cert $pki/client-proxy.crt --tls-key $pki/client-proxy.key --tenant-header X-Tenant --upstream ..."
+					echo "      python3 examples/python/demo.py"
+					echo "admin (members, ...): --tls-cert $pki/client-admin.crt --tls-key $pki/client-admin.key"
+					echo "as a delegate (tenant proxy, may name any tenant):"
+					echo "      go run ./examples/payments --cluster $cluster ${delegate//--/-}"
+					echo "      $bin proxy --cluster $cluster $delegate --tenant-header X-Tenant --upstream ..."
 				else
 					echo "try:  $bin claim --addr $(IFS=,; echo "${addrs[*]}") --key demo-1 --fingerprint 01 -o json"
 				fi

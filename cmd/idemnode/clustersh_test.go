@@ -16,7 +16,8 @@ import (
 // TestClusterScriptSecure: `scripts/cluster.sh up --secure` makes the CAs,
 // certificates and gossip key and runs three nodes with mutual TLS,
 // encrypted gossip and --auth; its env file alone points the CLI at the
-// cluster as tenant acme, whose claim wins; a plaintext client, one without
+// cluster as tenant acme, whose claim wins, and the Python example's demo
+// runs through the JSON API; a plaintext client, one without
 // a certificate and one with a certificate of another CA are refused. A
 // second `up` reuses the files and the data. The cluster runs on a block of
 // loopback addresses of this test's own (IDEMNODE_CLUSTER_NET).
@@ -73,6 +74,17 @@ func TestClusterScriptSecure(t *testing.T) {
 	}
 	if _, out, code := claim(acme, "--key", "secure-1", "--tenant", "other"); code != exitDenied || !strings.Contains(out, "TENANT_MISMATCH") {
 		t.Errorf("acme naming tenant other: exit %d, %s; want exit 6, TENANT_MISMATCH (--auth)", code, out)
+	}
+	// The Python example reads the same file's IDEMNODE_JSON_URL and
+	// IDEMNODE_TLS_*: its demo claims, completes and replays as acme.
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Log("python3 not found: the Python example's run is left out")
+	} else {
+		demo := exec.Command("python3", filepath.Join(root, "examples", "python", "demo.py"))
+		demo.Env = acme
+		if out, err := demo.CombinedOutput(); err != nil || !strings.Contains(string(out), "PASS") {
+			t.Errorf("examples/python/demo.py with the env file: %v\n%s", err, out)
+		}
 	}
 	node1 := addrs.Addr(11, 7400)
 	for _, tc := range []struct {
