@@ -177,17 +177,25 @@ out=$(curl -fsS "http://$api/v1/get" -H 'Content-Type: application/json' -d '{"i
 [[ "$(jq -r .record.response.body <<<"$out")" == "$want_body" ]] || die "JSON get of the completed record: $out"
 
 say "idemnode proxy in front of the example order service"
+# order KEY [CURL_ARGS...]: POSTs an order through $proxy; prints the status.
+order() { curl -sS -D "$work/order.h" -o "$work/order.b" -w '%{http_code}' -X POST "http://$proxy/orders" -H "Idempotency-Key: $1" "${@:2}" -d '{"item":"book"}'; }
+# orders_once OPS_ADDR KEY [CURL_ARGS...]: once $proxy is ready, an order and
+# its retry under KEY get the same 201, the retry marked replayed, and the
+# order service created one order.
+orders_once() {
+	local ops=$1 key=$2 first count
+	shift 2
+	for _ in $(seq 1 60); do curl -fsS -o /dev/null "http://$ops/readyz" 2>/dev/null && break; sleep 0.5; done
+	curl -fsS -o /dev/null "http://$ops/readyz" || die "the proxy is not ready"
+	[[ "$(order "$key" "$@")" == 201 ]] || die "first order through the proxy: $(cat "$work/order.b")"
+	first=$(cat "$work/order.b")
+	[[ "$(order "$key" "$@")" == 201 && "$(cat "$work/order.b")" == "$first" ]] || die "retried order: $(cat "$work/order.b"), want $first"
+	grep -qi '^Idempotent-Replayed: true' "$work/order.h" || die "the retried order is not marked replayed"
+	count=$(curl -fsS "http://$proxy/orders/count?key=$key" | jq -r .count)
+	[[ "$count" == 1 ]] || die "the order service created $count orders for one key, want 1"
+}
 proxy=$(dc port proxy 8000 | tr -d '\r')
-proxy_ops=$(dc port proxy 8001 | tr -d '\r')
-for _ in $(seq 1 60); do curl -fsS -o /dev/null "http://$proxy_ops/readyz" 2>/dev/null && break; sleep 0.5; done
-curl -fsS -o /dev/null "http://$proxy_ops/readyz" || die "the proxy is not ready"
-order() { curl -sS -D "$work/order.h" -o "$work/order.b" -w '%{http_code}' -X POST "http://$proxy/orders" -H "Idempotency-Key: $1" -d '{"item":"book"}'; }
-[[ "$(order "order-$id")" == 201 ]] || die "first order through the proxy: $(cat "$work/order.b")"
-first=$(cat "$work/order.b")
-[[ "$(order "order-$id")" == 201 && "$(cat "$work/order.b")" == "$first" ]] || die "retried order: $(cat "$work/order.b"), want $first"
-grep -qi '^Idempotent-Replayed: true' "$work/order.h" || die "the retried order is not marked replayed"
-count=$(curl -fsS "http://$proxy/orders/count?key=order-$id" | jq -r .count)
-[[ "$count" == 1 ]] || die "the order service created $count orders for one key, want 1"
+orders_once "$(dc port proxy 8001 | tr -d '\r')" "order-$id"
 [[ "$(curl -sS -o /dev/null -w '%{http_code}' -X POST "http://$proxy/orders" -d '{}')" == 400 ]] || die "an order without a key was not refused"
 
 cid=$(dc ps -q "$leader" | tr -d '\r')
@@ -259,16 +267,7 @@ out=$("$bin" claim --addr "${grpc[$leader]}" --tls-ca "$work/cluster-ca.crt" --k
 
 say "the proxy, a delegate, in front of the order service for tenant acme"
 proxy=$(dcs port proxy 8000 | tr -d '\r')
-proxy_ops=$(dcs port proxy 8001 | tr -d '\r')
-for _ in $(seq 1 60); do curl -fsS -o /dev/null "http://$proxy_ops/readyz" 2>/dev/null && break; sleep 0.5; done
-curl -fsS -o /dev/null "http://$proxy_ops/readyz" || die "the secure proxy is not ready"
-order() { curl -sS -D "$work/order.h" -o "$work/order.b" -w '%{http_code}' -X POST "http://$proxy/orders" -H "Idempotency-Key: $1" "${@:2}" -d '{"item":"book"}'; }
-[[ "$(order "order-$id" -H 'X-Tenant: acme')" == 201 ]] || die "first order through the secure proxy: $(cat "$work/order.b")"
-first=$(cat "$work/order.b")
-[[ "$(order "order-$id" -H 'X-Tenant: acme')" == 201 && "$(cat "$work/order.b")" == "$first" ]] || die "retried order: $(cat "$work/order.b"), want $first"
-grep -qi '^Idempotent-Replayed: true' "$work/order.h" || die "the retried order through the secure proxy is not marked replayed"
-count=$(curl -fsS "http://$proxy/orders/count?key=order-$id" | jq -r .count)
-[[ "$count" == 1 ]] || die "the order service created $count orders for one key, want 1"
+orders_once "$(dcs port proxy 8001 | tr -d '\r')" "order-$id" -H 'X-Tenant: acme'
 code=$(order "order-$id-none")
 [[ "$code" == 401 ]] || die "an order without X-Tenant answered $code, want 401: $(cat "$work/order.b")"
 
