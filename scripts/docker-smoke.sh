@@ -7,7 +7,8 @@
 #   new claim through the survivors, restart the killed node and check that
 #   it caught up from its volume. Then, with the same image,
 #   docker-compose.secure.yml under a project name of its own: certificates
-#   from its init containers, a claim with tenant acme's client certificate
+#   from its init containers (no CA key where the nodes can read it), a
+#   claim with tenant acme's client certificate
 #   (won) and the order service through the proxy, a delegate naming tenant
 #   acme; a plaintext client and the proxy without a tenant are refused.
 # Everything it creates (containers, network, volumes, image, temp dir) is
@@ -250,6 +251,10 @@ done
 # the init containers' volume.
 n1=$(dcs ps -q node1 | tr -d '\r')
 for f in cluster-ca.crt client-acme.crt client-acme.key; do docker cp "$n1:/pki/$f" "$work/$f"; done
+# The CA keys stay in the volume only the init containers mount.
+for f in cluster-ca.key client-ca.key; do
+	! docker cp "$n1:/pki/$f" "$work/$f" 2>/dev/null || die "node1 can read $f"
+done
 client_tls=(--tls-ca "$work/cluster-ca.crt" --tls-cert "$work/client-acme.crt" --tls-key "$work/client-acme.key")
 leader=$(wait_leader 60 node1 node2 node3)
 say "leader is $leader; a claim as acme through each node, over mutual TLS"

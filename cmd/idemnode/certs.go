@@ -27,6 +27,12 @@ func (f *certDirFlags) register(fl *pflag.FlagSet) {
 		"some of them existing is still an error")
 }
 
+// registerCADir adds --ca-dir, for the commands that sign.
+func registerCADir(fl *pflag.FlagSet, caDir *string) {
+	fl.StringVar(caDir, "ca-dir", "", "read the CAs (certificates and keys) from this directory instead of --dir, "+
+		"and put copies of the CA certificates into --dir: a directory for a node or a client, without CA keys")
+}
+
 func (f *certDirFlags) certDir() certgen.Dir {
 	return certgen.Dir{Path: f.dir, Force: f.force, Keep: f.keep}
 }
@@ -134,6 +140,7 @@ func newTLSNodeCmd() *cobra.Command {
 	var dir certDirFlags
 	var req certgen.NodeRequest
 	var days int
+	var caDir string
 	cmd := &cobra.Command{
 		Use:   "node",
 		Short: "Make a node's certificate, signed by the cluster CA",
@@ -158,7 +165,9 @@ with the directory's CAs: one the node would refuse is not written.`,
 				return errors.New("--name is required: it names the certificate and its files")
 			}
 			req.Validity = v
-			written, err := dir.certDir().CreateNode(req)
+			d := dir.certDir()
+			d.CADir = caDir
+			written, err := d.CreateNode(req)
 			if err != nil {
 				return certCmdError(err)
 			}
@@ -171,6 +180,7 @@ with the directory's CAs: one the node would refuse is not written.`,
 	cmd.Flags().StringSliceVar(&req.DNS, "dns", nil, "DNS names clients reach the node by (repeatable, comma-separated; '*.' as the first label for a wildcard)")
 	cmd.Flags().StringSliceVar(&req.IPs, "ip", nil, "IP addresses clients reach the node by (repeatable, comma-separated)")
 	cmd.Flags().IntVar(&days, "days", int(certgen.DefaultCertValidity/(24*time.Hour)), "days the certificate is valid (at most until the CA expires)")
+	registerCADir(cmd.Flags(), &caDir)
 	return cmd
 }
 
@@ -178,6 +188,7 @@ func newTLSClientCmd() *cobra.Command {
 	var dir certDirFlags
 	var req certgen.ClientRequest
 	var days int
+	var caDir string
 	cmd := &cobra.Command{
 		Use:   "client",
 		Short: "Make a client's certificate for a tenant, signed by the client CA",
@@ -200,7 +211,9 @@ from the cluster CA in the directory.`,
 				return errors.New("--tenant is required")
 			}
 			req.Validity = v
-			written, err := dir.certDir().CreateClient(req)
+			d := dir.certDir()
+			d.CADir = caDir
+			written, err := d.CreateClient(req)
 			if err != nil {
 				return certCmdError(err)
 			}
@@ -214,6 +227,7 @@ from the cluster CA in the directory.`,
 		"the servers' --auth-cert-tenant: san-uri-prefix:<prefix>, san-dns-suffix:.<suffix> or cn")
 	cmd.Flags().StringVar(&req.Name, "name", "", "name of the files (default client-<tenant>)")
 	cmd.Flags().IntVar(&days, "days", int(certgen.DefaultCertValidity/(24*time.Hour)), "days the certificate is valid (at most until the CA expires)")
+	registerCADir(cmd.Flags(), &caDir)
 	return cmd
 }
 

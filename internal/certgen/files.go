@@ -1,6 +1,7 @@
 package certgen
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -124,4 +125,50 @@ func stage(dir string, o output) (string, error) {
 func (d Dir) exists(name string) bool {
 	_, err := os.Stat(d.path(name))
 	return err == nil
+}
+
+// copyCACerts puts, with CADir set, the CA certificates of CADir into Path
+// (cluster-ca.crt, and client-ca.crt when it exists): what a node or a
+// client needs beside its own pair, without the CAs' keys. A copy that is
+// there already must hold the same bytes; one that another process placed
+// meanwhile is checked the same way. It returns the paths written.
+func (d Dir) copyCACerts() ([]string, error) {
+	if d.CADir == "" {
+		return nil, nil
+	}
+	var written []string
+	for _, name := range []string{ClusterCACert, ClientCACert} {
+		src, err := os.ReadFile(d.caPath(name))
+		if errors.Is(err, fs.ErrNotExist) && name == ClientCACert {
+			continue
+		}
+		if err != nil {
+			return written, fmt.Errorf("read %s: %w", d.caPath(name), err)
+		}
+		same := func() (bool, error) {
+			old, err := os.ReadFile(d.path(name))
+			if err != nil {
+				return false, err
+			}
+			if !bytes.Equal(old, src) {
+				return false, fmt.Errorf("%w: %s is another certificate than %s (nothing written)", ErrExists, d.path(name), d.caPath(name))
+			}
+			return true, nil
+		}
+		if ok, err := same(); ok || !errors.Is(err, fs.ErrNotExist) {
+			if err != nil {
+				return written, err
+			}
+			continue
+		}
+		w, err := Dir{Path: d.Path}.publish([]output{{name: name, data: src}}, nil)
+		if errors.Is(err, ErrExists) {
+			_, err = same()
+		}
+		if err != nil {
+			return written, err
+		}
+		written = append(written, w...)
+	}
+	return written, nil
 }
