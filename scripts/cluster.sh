@@ -2,6 +2,7 @@
 # Runs a local idemnode cluster on loopback addresses 127.0.0.11, .12, ...
 # (IDEMNODE_CLUSTER_NET=127.0.N puts them on 127.0.N.11, ... instead)
 #   scripts/cluster.sh up [N]      build, start N nodes (default 3), wait for a leader
+#   scripts/cluster.sh up --secure [N]   the same with mutual TLS, gossip encryption and --auth
 #   scripts/cluster.sh status      show every node's status ("not running" for a stopped one)
 #   scripts/cluster.sh stop I      stop node I with SIGTERM (a leader hands over first)
 #   scripts/cluster.sh kill I      stop node I with SIGKILL, as a crash would
@@ -13,13 +14,29 @@
 # IDEMNODE_SERVE_ARGS adds flags to every node's serve command line, e.g.
 #   IDEMNODE_SERVE_ARGS="--tenant-max-keys 100000" scripts/cluster.sh up
 # scripts/observe.sh runs a Prometheus against the cluster, with the alert rules.
-# The nodes run with --insecure: plaintext, on loopback only (docs/SECURITY.md
-# shows a cluster with TLS).
+# The nodes run with --insecure: plaintext, on loopback only. With --secure,
+# `up` makes (once; later runs reuse them) under $dir/pki, with `idemnode tls`
+# and `idemnode keygen`: the cluster CA and the client CA, a certificate per
+# node naming its loopback IP, client certificates for tenant acme, for the
+# tenant admin (--auth-admin: the script's own status calls) and for the
+# tenant proxy (--auth-delegate: an `idemnode proxy` serving many tenants),
+# and the gossip keyring. The nodes then run with mutual TLS, encrypted
+# gossip and --auth, and `up` writes $dir/env: `source idemnode-cluster/env`
+# points the CLI (IDEMNODE_ADDR, IDEMNODE_TLS_*, IDEMNODE_TENANT) and the
+# Python example (IDEMNODE_JSON_URL) at the cluster as tenant acme; the Go
+# example (examples/payments) takes the delegate's files as flags. status,
+# stop, kill and start keep the mode `up` chose.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
 cd "$(dirname "$0")/.."
 dir="${IDEMNODE_CLUSTER_DIR:-$PWD/idemnode-cluster}"
 bin="$dir/bin/idemnode"
+pki="$dir/pki"
+# A shell that sourced $dir/env holds the client's IDEMNODE_* settings, and
+# serve reads the same names (IDEMNODE_TLS_CERT is also its own flag): the
+# nodes and this script's own calls get every flag explicitly instead.
+unset IDEMNODE_ADDR IDEMNODE_JSON_URL IDEMNODE_TLS_CA IDEMNODE_TLS_CERT IDEMNODE_TLS_KEY IDEMNODE_TLS_SERVER_NAME \
+	IDEMNODE_AUTH_TOKEN IDEMNODE_AUTH_TOKEN_FILE IDEMNODE_TENANT
 
 net="${IDEMNODE_CLUSTER_NET:-127.0.0}"
 ip_of() { echo "$net.$((10 + $1))"; }
@@ -30,6 +47,70 @@ ours() { [[ "$(readlink "/proc/$1/exe" 2>/dev/null)" == "$bin" ]]; }
 # running I: whether node I runs (its pid file names a live process of ours).
 running() { [[ -e "$dir/node$1/pid" ]] && ours "$(cat "$dir/node$1/pid")"; }
 
+# secure: whether the last `up` was --secure.
+secure() { [[ -e "$dir/secure" ]]; }
+
+# set_client_tls: client_tls=(the TLS flags of this script's own client
+# calls): the admin certificate on a secure cluster, none on a plaintext one.
+set_client_tls() {
+	client_tls=()
+	if secure; then
+		client_tls=(--tls-ca "$pki/cluster-ca.crt" --tls-cert "$pki/client-admin.crt" --tls-key "$pki/client-admin.key")
+	fi
+}
+
+# set_security I: security=(node I's flags for TLS, gossip encryption and auth).
+set_security() {
+	security=(--insecure)
+	if secure; then
+		security=(--tls-cert "$pki/node$1.crt" --tls-key "$pki/node$1.key" --peer-ca "$pki/cluster-ca.crt"
+			--tls-client-ca "$pki/client-ca.crt" --gossip-key-file "$pki/gossip.keys"
+			--auth --auth-admin admin --auth-delegate proxy)
+	fi
+}
+
+# make_pki N: the CAs, N node certificates, the client certificates and the
+# gossip keyring under $pki, each made only when its file is missing: a
+# later `up` reuses them, and `idemnode tls` never overwrites a file anyway.
+make_pki() {
+	local n=$1 i ip san tenant
+	mkdir -p "$pki" && chmod 0700 "$pki"
+	[[ -e "$pki/cluster-ca.crt" ]] || "$bin" tls ca --kind cluster --dir "$pki" >/dev/null
+	[[ -e "$pki/client-ca.crt" ]] || "$bin" tls ca --kind client --dir "$pki" >/dev/null
+	[[ -e "$pki/gossip.keys" ]] || "$bin" keygen --dir "$pki" >/dev/null
+	for i in $(seq 1 "$n"); do
+		ip=$(ip_of "$i")
+		if [[ ! -e "$pki/node$i.crt" ]]; then
+			"$bin" tls node --dir "$pki" --name "node$i" --ip "$ip" >/dev/null
+		elif san=$(openssl x509 -in "$pki/node$i.crt" -noout -ext subjectAltName 2>/dev/null) && ! grep -qw "IP Address:$ip" <<<"$san"; then
+			# Made for another IDEMNODE_CLUSTER_NET: clients would refuse it.
+			# (Without an openssl that reads it, the check is left out.)
+			echo "cluster.sh: $pki/node$i.crt does not name $ip; remove $pki/node$i.crt and .key to make it again" >&2
+			exit 1
+		fi
+	done
+	for tenant in acme admin proxy; do
+		[[ -e "$pki/client-$tenant.crt" ]] || "$bin" tls client --dir "$pki" --tenant "$tenant" >/dev/null
+	done
+}
+
+# write_env N: $dir/env, the variables that point the CLI (every client
+# subcommand) and the Python example (examples/python, client_from_env) at
+# the cluster as tenant acme.
+write_env() {
+	local n=$1 addrs=() urls=() j
+	for j in $(seq 1 "$n"); do addrs+=("$(ip_of "$j"):7400"); urls+=("https://$(ip_of "$j"):7404"); done
+	cat >"$dir/env" <<-ENV
+	# idemnode cluster under $dir, as tenant acme (scripts/cluster.sh up --secure)
+	export IDEMNODE_ADDR=$(IFS=,; echo "${addrs[*]}")
+	export IDEMNODE_JSON_URL=$(IFS=,; echo "${urls[*]}")
+	export IDEMNODE_TLS_CA=$pki/cluster-ca.crt
+	export IDEMNODE_TLS_CERT=$pki/client-acme.crt
+	export IDEMNODE_TLS_KEY=$pki/client-acme.key
+	export IDEMNODE_TENANT=acme
+	ENV
+}
+
 # start_node I N: starts node I of N in the background.
 start_node() {
 	local i=$1 n=$2 ip j peers=()
@@ -37,10 +118,11 @@ start_node() {
 	mkdir -p "$dir/node$i"
 	for j in $(seq 1 "$n"); do (( j == i )) || peers+=("$(ip_of "$j"):7402"); done
 	peers=$(IFS=,; echo "${peers[*]}")
+	set_security "$i"
 	# Every node runs the same command line but for its own addresses.
 	nohup "$bin" serve --node-id "node$i" --data-dir "$dir/node$i/data" \
 		--grpc-addr "$ip:7400" --raft-addr "$ip:7401" --gossip-addr "$ip:7402" --http-addr "$ip:7403" --api-addr "$ip:7404" \
-		--bootstrap-expect "$n" ${peers:+--join "$peers"} --insecure ${IDEMNODE_SERVE_ARGS:-} \
+		--bootstrap-expect "$n" ${peers:+--join "$peers"} "${security[@]}" ${IDEMNODE_SERVE_ARGS:-} \
 		>>"$dir/node$i/log" 2>&1 &
 	echo $! >"$dir/node$i/pid"
 }
@@ -73,6 +155,9 @@ node_arg() {
 }
 
 up() {
+	local want_secure=
+	if [[ "${1:-}" == --secure ]]; then want_secure=1; shift; fi
+	if [[ "${2:-}" == --secure ]]; then want_secure=1; set -- "$1"; fi
 	local n="${1:-3}"
 	if [[ ! "$n" =~ ^[0-9]+$ ]] || (( n < 1 || n > 9 )) || (( n % 2 == 0 )); then
 		echo "cluster.sh: N must be an odd number from 1 to 9, got '$n'" >&2; exit 2
@@ -89,18 +174,39 @@ up() {
 	done
 	mkdir -p "$dir/bin"
 	go build -o "$bin" ./cmd/idemnode
+	if [[ -n $want_secure ]]; then make_pki "$n"; fi # before anything of the last cluster changes
 	echo "$n" >"$dir/size"
+	rm -f "$dir/secure" "$dir/env"
+	if [[ -n $want_secure ]]; then
+		write_env "$n"
+		: >"$dir/secure"
+	fi
 	for i in $(seq 1 "$n"); do
 		mkdir -p "$dir/node$i" && : >"$dir/node$i/log" # a fresh log per `up`; start appends
 		start_node "$i" "$n"
 	done
+	set_client_tls
 	for _ in $(seq 1 150); do
 		for i in $(seq 1 "$n"); do
-			if "$bin" status --addr "$(ip_of "$i"):7400" -o json 2>/dev/null | grep -q '"state":"leader"'; then
+			if "$bin" status --addr "$(ip_of "$i"):7400" "${client_tls[@]}" -o json 2>/dev/null | grep -q '"state":"leader"'; then
 				echo "cluster of $n up; leader is node$i at $(ip_of "$i"):7400"
 				local addrs=() j
 				for j in $(seq 1 "$n"); do addrs+=("$(ip_of "$j"):7400"); done
-				echo "try:  $bin claim --addr $(IFS=,; echo "${addrs[*]}") --key demo-1 --fingerprint 01 -o json"
+				if secure; then
+					echo "mutual TLS, encrypted gossip and --auth; certificates and keys in $pki"
+					local cluster delegate
+					cluster=$(IFS=,; echo "${addrs[*]}")
+					delegate="--tls-ca $pki/cluster-ca.crt --tls-cert $pki/client-proxy.crt --tls-key $pki/client-proxy.key"
+					echo "env:  source $dir/env   # the CLI and examples/python as tenant acme (client-acme.crt)"
+					echo "try:  $bin claim --key demo-1 --fingerprint 01 -o json"
+					echo "      python3 examples/python/demo.py"
+					echo "admin (members, ...): --tls-cert $pki/client-admin.crt --tls-key $pki/client-admin.key"
+					echo "as a delegate (tenant proxy, may name any tenant):"
+					echo "      go run ./examples/payments --cluster $cluster ${delegate//--/-}"
+					echo "      $bin proxy --cluster $cluster $delegate --tenant-header X-Tenant --upstream ..."
+				else
+					echo "try:  $bin claim --addr $(IFS=,; echo "${addrs[*]}") --key demo-1 --fingerprint 01 -o json"
+				fi
 				echo "logs: $dir/node*/log   one node: scripts/cluster.sh stop|kill|start I   all: scripts/cluster.sh down"
 				return 0
 			fi
@@ -114,10 +220,11 @@ up() {
 status() {
 	[[ -e "$dir/size" ]] || { echo "no cluster under $dir"; return 0; }
 	local i
+	set_client_tls
 	for i in $(seq 1 "$(size)"); do
 		if running "$i"; then
 			echo "== node$i (pid $(cat "$dir/node$i/pid"))"
-			"$bin" status --addr "$(ip_of "$i"):7400" --timeout 2s || true
+			"$bin" status --addr "$(ip_of "$i"):7400" "${client_tls[@]}" --timeout 2s || true
 		else
 			echo "== node$i: not running (scripts/cluster.sh start $i; log: $dir/node$i/log)"
 		fi
@@ -150,11 +257,11 @@ down() {
 }
 
 case "${1:-}" in
-	up) up "${2:-3}" ;;
+	up) shift; up "$@" ;;
 	status) status ;;
 	start) start "${2:-}" ;;
 	stop) stop "${2:-}" TERM ;;
 	kill) stop "${2:-}" KILL ;;
 	down) down ;;
-	*) echo "usage: scripts/cluster.sh up [N] | status | start I | stop I | kill I | down" >&2; exit 2 ;;
+	*) echo "usage: scripts/cluster.sh up [--secure] [N] | status | start I | stop I | kill I | down" >&2; exit 2 ;;
 esac

@@ -5,7 +5,12 @@
 #   wait for a leader, claim / complete / replay a key through it, replay
 #   through the followers, `docker kill` the leader, check the replay and a
 #   new claim through the survivors, restart the killed node and check that
-#   it caught up from its volume.
+#   it caught up from its volume. Then, with the same image,
+#   docker-compose.secure.yml under a project name of its own: certificates
+#   from its init containers (no CA key where the nodes can read it), a
+#   claim with tenant acme's client certificate
+#   (won) and the order service through the proxy, a delegate naming tenant
+#   acme; a plaintext client and the proxy without a tenant are refused.
 # Everything it creates (containers, network, volumes, image, temp dir) is
 # removed on every exit path, and it only talks to the ports that its own
 # containers publish on 127.0.0.1.
@@ -30,6 +35,7 @@ fi
 # Unique names: a second run, or anything else on the engine, cannot clash.
 id="$$-$(date +%s)"
 project="idemnode-smoke-$id"
+project_secure="idemnode-smoke-secure-$id"
 export IDEMNODE_IMAGE="idemnode:smoke-$id"
 export IDEMNODE_ORDERS_IMAGE="idemnode-orders:smoke-$id" # scripts/docker-image.sh builds it beside
 # Empty host ports: Docker picks free ones on 127.0.0.1 (read back with `port`).
@@ -40,6 +46,9 @@ export IDEMNODE_PROXY_PORT= IDEMNODE_PROXY_HTTP_PORT=
 work=$(mktemp -d "/tmp/idemnode-smoke.XXXXXX")
 bin="$work/idemnode"
 dc() { "${compose[@]}" -p "$project" -f docker-compose.yml "$@"; }
+dcs() { "${compose[@]}" -p "$project_secure" -f docker-compose.secure.yml "$@"; }
+# client_tls: the TLS flags of every client call; none for the plaintext cluster.
+client_tls=()
 
 cleanup() {
 	local rc=$?
@@ -48,8 +57,16 @@ cleanup() {
 		echo "---- last node logs ($project)" >&2
 		dc logs --no-color --tail=40 >&2 2>&1 || true
 	fi
+	if ((rc != 0)) && [[ -e "$work/up-secure" ]]; then
+		echo "---- last logs ($project_secure)" >&2
+		dcs logs --no-color --tail=40 >&2 2>&1 || true
+	fi
 	if [[ -e "$work/up" ]]; then
 		dc down --volumes --remove-orphans --timeout 10 >"$work/down.log" 2>&1 || cat "$work/down.log" >&2
+	fi
+	if [[ -e "$work/up-secure" ]]; then
+		dcs down --volumes --remove-orphans --timeout 10 >"$work/down.log" 2>&1 || cat "$work/down.log" >&2
+		say "cleaned up project $project_secure"
 	fi
 	docker image rm "$IDEMNODE_IMAGE" "$IDEMNODE_ORDERS_IMAGE" >/dev/null 2>&1 || true
 	rm -rf "$work"
@@ -75,7 +92,7 @@ for n in node1 node2 node3; do
 		die "$n publishes '${grpc[$n]}' '${http[$n]}', expected 127.0.0.1 ports"
 done
 
-status_of() { "$bin" status --addr "${grpc[$1]}" --timeout 2s -o json 2>/dev/null; }
+status_of() { "$bin" status --addr "${grpc[$1]}" "${client_tls[@]}" --timeout 2s -o json 2>/dev/null; }
 
 # leader_among NODE... prints the node that reports itself leader, if any.
 leader_among() {
@@ -161,17 +178,25 @@ out=$(curl -fsS "http://$api/v1/get" -H 'Content-Type: application/json' -d '{"i
 [[ "$(jq -r .record.response.body <<<"$out")" == "$want_body" ]] || die "JSON get of the completed record: $out"
 
 say "idemnode proxy in front of the example order service"
+# order KEY [CURL_ARGS...]: POSTs an order through $proxy; prints the status.
+order() { curl -sS -D "$work/order.h" -o "$work/order.b" -w '%{http_code}' -X POST "http://$proxy/orders" -H "Idempotency-Key: $1" "${@:2}" -d '{"item":"book"}'; }
+# orders_once OPS_ADDR KEY [CURL_ARGS...]: once $proxy is ready, an order and
+# its retry under KEY get the same 201, the retry marked replayed, and the
+# order service created one order.
+orders_once() {
+	local ops=$1 key=$2 first count
+	shift 2
+	for _ in $(seq 1 60); do curl -fsS -o /dev/null "http://$ops/readyz" 2>/dev/null && break; sleep 0.5; done
+	curl -fsS -o /dev/null "http://$ops/readyz" || die "the proxy is not ready"
+	[[ "$(order "$key" "$@")" == 201 ]] || die "first order through the proxy: $(cat "$work/order.b")"
+	first=$(cat "$work/order.b")
+	[[ "$(order "$key" "$@")" == 201 && "$(cat "$work/order.b")" == "$first" ]] || die "retried order: $(cat "$work/order.b"), want $first"
+	grep -qi '^Idempotent-Replayed: true' "$work/order.h" || die "the retried order is not marked replayed"
+	count=$(curl -fsS "http://$proxy/orders/count?key=$key" | jq -r .count)
+	[[ "$count" == 1 ]] || die "the order service created $count orders for one key, want 1"
+}
 proxy=$(dc port proxy 8000 | tr -d '\r')
-proxy_ops=$(dc port proxy 8001 | tr -d '\r')
-for _ in $(seq 1 60); do curl -fsS -o /dev/null "http://$proxy_ops/readyz" 2>/dev/null && break; sleep 0.5; done
-curl -fsS -o /dev/null "http://$proxy_ops/readyz" || die "the proxy is not ready"
-order() { curl -sS -D "$work/order.h" -o "$work/order.b" -w '%{http_code}' -X POST "http://$proxy/orders" -H "Idempotency-Key: $1" -d '{"item":"book"}'; }
-[[ "$(order "order-$id")" == 201 ]] || die "first order through the proxy: $(cat "$work/order.b")"
-first=$(cat "$work/order.b")
-[[ "$(order "order-$id")" == 201 && "$(cat "$work/order.b")" == "$first" ]] || die "retried order: $(cat "$work/order.b"), want $first"
-grep -qi '^Idempotent-Replayed: true' "$work/order.h" || die "the retried order is not marked replayed"
-count=$(curl -fsS "http://$proxy/orders/count?key=order-$id" | jq -r .count)
-[[ "$count" == 1 ]] || die "the order service created $count orders for one key, want 1"
+orders_once "$(dc port proxy 8001 | tr -d '\r')" "order-$id"
 [[ "$(curl -sS -o /dev/null -w '%{http_code}' -X POST "http://$proxy/orders" -d '{}')" == 400 ]] || die "an order without a key was not refused"
 
 cid=$(dc ps -q "$leader" | tr -d '\r')
@@ -211,4 +236,44 @@ done
 say "$killed caught up"
 expect_replay "$killed"
 
-say "PASS: docker smoke test (image, compose cluster, JSON API, proxy, failover, restart)"
+say "plaintext compose passed (cluster, JSON API, proxy, failover, restart); taking it down"
+dc down --volumes --remove-orphans --timeout 10 >"$work/down.log" 2>&1 || { cat "$work/down.log" >&2; die "compose down"; }
+rm "$work/up"
+
+say "starting the secure compose project $project_secure"
+touch "$work/up-secure" # from here on, cleanup runs its `down`
+dcs up -d >"$work/up.log" 2>&1 || { cat "$work/up.log" >&2; die "secure compose up"; }
+for n in node1 node2 node3; do
+	grpc[$n]=$(dcs port "$n" 7400 | tr -d '\r')
+	http[$n]=$(dcs port "$n" 7403 | tr -d '\r')
+done
+# Tenant acme's certificate and the cluster CA, as a user takes them out of
+# the init containers' volume.
+n1=$(dcs ps -q node1 | tr -d '\r')
+for f in cluster-ca.crt client-acme.crt client-acme.key; do docker cp "$n1:/pki/$f" "$work/$f"; done
+# The CA keys stay in the volume only the init containers mount.
+for f in cluster-ca.key client-ca.key; do
+	! docker cp "$n1:/pki/$f" "$work/$f" 2>/dev/null || die "node1 can read $f"
+done
+client_tls=(--tls-ca "$work/cluster-ca.crt" --tls-cert "$work/client-acme.crt" --tls-key "$work/client-acme.key")
+leader=$(wait_leader 60 node1 node2 node3)
+say "leader is $leader; a claim as acme through each node, over mutual TLS"
+for n in node1 node2 node3; do
+	out=$("$bin" claim --addr "${grpc[$n]}" "${client_tls[@]}" --key "secure-$id-$n" --fingerprint 01 --timeout 15s -o json) ||
+		die "claim as acme through $n: $out"
+	[[ "$(jq -r .outcome <<<"$out")" == won ]] || die "claim as acme through $n did not win: $out"
+done
+rc=0
+out=$("$bin" claim --addr "${grpc[$leader]}" --key "secure-$id-plain" --fingerprint 01 --timeout 5s -o json 2>&1) || rc=$?
+((rc == 5)) && grep -q CONNECTION_LOST <<<"$out" || die "a plaintext claim exited $rc, want 5 (CONNECTION_LOST): $out"
+rc=0
+out=$("$bin" claim --addr "${grpc[$leader]}" --tls-ca "$work/cluster-ca.crt" --key "secure-$id-nocert" --fingerprint 01 --timeout 5s -o json 2>&1) || rc=$?
+((rc == 6)) && grep -q CLIENT_CERT_REQUIRED <<<"$out" || die "a claim without a client certificate exited $rc, want 6: $out"
+
+say "the proxy, a delegate, in front of the order service for tenant acme"
+proxy=$(dcs port proxy 8000 | tr -d '\r')
+orders_once "$(dcs port proxy 8001 | tr -d '\r')" "order-$id" -H 'X-Tenant: acme'
+code=$(order "order-$id-none")
+[[ "$code" == 401 ]] || die "an order without X-Tenant answered $code, want 401: $(cat "$work/order.b")"
+
+say "PASS: docker smoke test (image; compose cluster, JSON API, proxy, failover, restart; secure compose, mTLS, delegate proxy)"

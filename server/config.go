@@ -67,6 +67,10 @@ type Config struct {
 	// APIAddr serves the HTTP/JSON API, with the gRPC port's TLS and
 	// interceptors (empty: off).
 	APIAddr string
+	// LoopbackOnly refuses any listener address above that is not on
+	// loopback (127.0.0.0/8, ::1, localhost). serve --dev sets it: a
+	// development node serves in plaintext, which must not reach a network.
+	LoopbackOnly bool
 
 	// TLS is the transport security; Auth takes tenants from credentials.
 	TLS  TLS
@@ -184,6 +188,9 @@ func (c *Config) check() error {
 	}
 	if c.BootstrapExpect < 0 || (c.BootstrapExpect > 1 && c.BootstrapExpect%2 == 0) {
 		return fmt.Errorf("--bootstrap-expect must be 1 or an odd number of servers, got %d", c.BootstrapExpect)
+	}
+	if err := c.checkLoopback(); err != nil {
+		return err
 	}
 	if c.GossipProfile != "lan" && c.GossipProfile != "local" {
 		return fmt.Errorf("--gossip-profile must be lan or local, got %q", c.GossipProfile)

@@ -17,14 +17,25 @@ import (
 type certDirFlags struct {
 	dir   string
 	force bool
+	keep  bool
 }
 
 func (f *certDirFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.dir, "dir", ".", "directory of the CAs, certificates and keys (created 0700 if missing)")
 	fl.BoolVar(&f.force, "force", false, "replace files that exist (without it, an existing file is an error and nothing is written)")
+	fl.BoolVar(&f.keep, "keep", false, "when every file this command writes exists, keep them and succeed (a job that runs again); "+
+		"some of them existing is still an error")
 }
 
-func (f *certDirFlags) certDir() certgen.Dir { return certgen.Dir{Path: f.dir, Force: f.force} }
+// registerCADir adds --ca-dir, for the commands that sign.
+func registerCADir(fl *pflag.FlagSet, caDir *string) {
+	fl.StringVar(caDir, "ca-dir", "", "read the CAs (certificates and keys) from this directory instead of --dir, "+
+		"and put copies of the CA certificates into --dir: a directory for a node or a client, without CA keys")
+}
+
+func (f *certDirFlags) certDir() certgen.Dir {
+	return certgen.Dir{Path: f.dir, Force: f.force, Keep: f.keep}
+}
 
 // certCmdError sorts a certgen failure: a refusal of the request (an
 // existing file, bad input, a certificate a node would refuse) is a usage
@@ -36,8 +47,12 @@ func certCmdError(err error) error {
 	return runtimeError{err}
 }
 
-// printWritten lists the files a command wrote, one per line.
+// printWritten lists the files a command wrote, one per line (none: --keep
+// kept them).
 func printWritten(cmd *cobra.Command, paths []string) {
+	if len(paths) == 0 {
+		fmt.Fprintln(cmd.OutOrStdout(), "kept the existing files (--keep)")
+	}
 	for _, p := range paths {
 		fmt.Fprintln(cmd.OutOrStdout(), "wrote", p)
 	}
@@ -125,6 +140,7 @@ func newTLSNodeCmd() *cobra.Command {
 	var dir certDirFlags
 	var req certgen.NodeRequest
 	var days int
+	var caDir string
 	cmd := &cobra.Command{
 		Use:   "node",
 		Short: "Make a node's certificate, signed by the cluster CA",
@@ -149,7 +165,9 @@ with the directory's CAs: one the node would refuse is not written.`,
 				return errors.New("--name is required: it names the certificate and its files")
 			}
 			req.Validity = v
-			written, err := dir.certDir().CreateNode(req)
+			d := dir.certDir()
+			d.CADir = caDir
+			written, err := d.CreateNode(req)
 			if err != nil {
 				return certCmdError(err)
 			}
@@ -162,6 +180,7 @@ with the directory's CAs: one the node would refuse is not written.`,
 	cmd.Flags().StringSliceVar(&req.DNS, "dns", nil, "DNS names clients reach the node by (repeatable, comma-separated; '*.' as the first label for a wildcard)")
 	cmd.Flags().StringSliceVar(&req.IPs, "ip", nil, "IP addresses clients reach the node by (repeatable, comma-separated)")
 	cmd.Flags().IntVar(&days, "days", int(certgen.DefaultCertValidity/(24*time.Hour)), "days the certificate is valid (at most until the CA expires)")
+	registerCADir(cmd.Flags(), &caDir)
 	return cmd
 }
 
@@ -169,6 +188,7 @@ func newTLSClientCmd() *cobra.Command {
 	var dir certDirFlags
 	var req certgen.ClientRequest
 	var days int
+	var caDir string
 	cmd := &cobra.Command{
 		Use:   "client",
 		Short: "Make a client's certificate for a tenant, signed by the client CA",
@@ -191,7 +211,9 @@ from the cluster CA in the directory.`,
 				return errors.New("--tenant is required")
 			}
 			req.Validity = v
-			written, err := dir.certDir().CreateClient(req)
+			d := dir.certDir()
+			d.CADir = caDir
+			written, err := d.CreateClient(req)
 			if err != nil {
 				return certCmdError(err)
 			}
@@ -205,6 +227,7 @@ from the cluster CA in the directory.`,
 		"the servers' --auth-cert-tenant: san-uri-prefix:<prefix>, san-dns-suffix:.<suffix> or cn")
 	cmd.Flags().StringVar(&req.Name, "name", "", "name of the files (default client-<tenant>)")
 	cmd.Flags().IntVar(&days, "days", int(certgen.DefaultCertValidity/(24*time.Hour)), "days the certificate is valid (at most until the CA expires)")
+	registerCADir(cmd.Flags(), &caDir)
 	return cmd
 }
 

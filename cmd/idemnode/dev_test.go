@@ -81,3 +81,24 @@ func freeAddrOn(t *testing.T, ip string) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// TestDevRefusesNonLoopback: --dev serves in plaintext, so each listener
+// given an address off loopback is refused with exit 2, naming its flag,
+// before anything listens.
+func TestDevRefusesNonLoopback(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ flag, addr string }{
+		{"--grpc-addr", "0.0.0.0:7400"},
+		{"--raft-addr", "[::]:7401"},
+		{"--gossip-addr", "192.168.1.20:7402"},
+		{"--http-addr", "my-laptop:7403"},
+		{"--api-addr", "10.0.0.1:7404"},
+	} {
+		args := []string{"serve", "--dev", "--data-dir", filepath.Join(t.TempDir(), "data"), tc.flag, tc.addr}
+		stdout, stderr, code := cli(t, args...)
+		want := tc.flag + ` "` + tc.addr + `" is not a loopback address`
+		if code != exitUsage || !strings.Contains(stderr, want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 and %q", strings.Join(args, " "), code, stdout, stderr, want)
+		}
+	}
+}

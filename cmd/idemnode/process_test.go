@@ -229,12 +229,18 @@ func cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // cliIn is cli with stdin.
 func cliIn(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return cliEnv(t, nil, stdin, args...)
+}
+
+// cliEnv is cliIn with the environment env (nil: this process's).
+func cliEnv(t *testing.T, env []string, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	needBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
+	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Env = strings.NewReader(stdin), &out, &errOut, env
 	err := cmd.Run()
 	var exit *exec.ExitError
 	switch {

@@ -76,7 +76,7 @@ func newServeCmd() *cobra.Command {
 	fl.StringSliceVar(&c.Join, "join", nil, "gossip addresses of servers to join (comma-separated)")
 	fl.IntVar(&c.BootstrapExpect, "bootstrap-expect", 0, "form a new cluster once this many servers see each other (odd)")
 	fl.DurationVar(&c.DeadServerCleanup, "dead-server-cleanup", 0, "remove servers dead this long while a quorum remains (0: off)")
-	fl.BoolVar(&f.dev, "dev", false, "single development node: plaintext, data in ./idemnode-data, no gossip port; "+
+	fl.BoolVar(&f.dev, "dev", false, "single development node: plaintext on loopback only (a listener off loopback is refused), data in ./idemnode-data, no gossip port; "+
 		"--raft-addr, --http-addr and --api-addr follow --grpc-addr (port +1, +3, +4) unless given")
 	fl.DurationVar(&c.ExpiryInterval, "expiry-interval", time.Second, "how often the leader expires records past their TTL")
 	fl.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 8192, "log entries between snapshots")
@@ -133,7 +133,10 @@ func (f *serveFlags) devDefaults(fl *pflag.FlagSet) error {
 	if c.DataDir == "" {
 		c.DataDir = "idemnode-data"
 	}
-	c.TLS.Insecure = true // a development node serves in plaintext
+	// A development node serves in plaintext, so on loopback only: a
+	// listener given another address is refused (Config.LoopbackOnly).
+	c.TLS.Insecure = true
+	c.LoopbackOnly = true
 	if !fl.Changed("gossip-addr") && !fl.Changed("join") {
 		c.GossipAddr = ""
 	}

@@ -18,7 +18,9 @@ import (
 
 	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testpki"
 	"github.com/idemnode/idemnode/internal/testutil"
+	"github.com/idemnode/idemnode/server"
 )
 
 type reply struct {
@@ -57,6 +59,30 @@ func send(t *testing.T, req *http.Request) reply {
 	return reply{resp.StatusCode, resp.Header, string(b)}
 }
 
+// startAPI runs the command (run) with args and a free --listen until the
+// test ends, and returns its base URL once it listens.
+func startAPI(t *testing.T, args ...string) string {
+	t.Helper()
+	listen := testutil.FreeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, append(args, "--listen", listen), io.Discard) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	testutil.Eventually(t, 10*time.Second, "the API listening", func() bool {
+		conn, err := net.Dial("tcp", listen)
+		if err == nil {
+			conn.Close()
+		}
+		return err == nil
+	})
+	return "http://" + listen
+}
+
 func executions(t *testing.T, base string) int {
 	t.Helper()
 	req, _ := http.NewRequest("GET", base+"/v1/stats", nil)
@@ -76,26 +102,7 @@ func TestPayments(t *testing.T) {
 	for _, nd := range c.Nodes {
 		addrs = append(addrs, nd.GRPCAddr())
 	}
-	listen := testutil.FreeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--cluster", strings.Join(addrs, ","), "--listen", listen, "--wait", "30s"}, io.Discard)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	testutil.Eventually(t, 10*time.Second, "the API listening", func() bool {
-		conn, err := net.Dial("tcp", listen)
-		if err == nil {
-			conn.Close()
-		}
-		return err == nil
-	})
-	base := "http://" + listen
+	base := startAPI(t, "--cluster", strings.Join(addrs, ","), "--wait", "30s")
 
 	key := client.NewKey()
 	first := post(t, base, "acme", key, `{"amount":1000,"currency":"EUR"}`)
@@ -255,5 +262,28 @@ func TestComposeDocumented(t *testing.T) {
 	}
 	if regexp.MustCompile(`(?m)^[^#\n]*docker-compose -p`).MatchString(section) {
 		t.Errorf("docs/DEPLOY.md's compose section runs docker-compose, not the header's docker compose:\n%s", section)
+	}
+}
+
+// TestPaymentsOverMutualTLS: with -tls-ca, -tls-cert and -tls-key the
+// example reaches a cluster with mutual TLS and --auth as a delegate, so each
+// request names its own tenant; without them (plaintext) it cannot charge.
+func TestPaymentsOverMutualTLS(t *testing.T) {
+	sec := testcluster.NewSecurity(t)
+	c := testcluster.Start(t, 3, testcluster.Options{Security: sec, Server: func(_ *testcluster.Node, cfg *server.Config) {
+		cfg.Auth = server.Auth{Enabled: true, CertTenant: "cn", Delegates: []string{"gateway"}}
+	}})
+	dir := t.TempDir()
+	ca := testpki.WriteFile(t, dir, "cluster-ca.crt", sec.CA.PEM)
+	cert, key := sec.ClientCA.IssueClient(t, "gateway").Write(t, dir, "gateway")
+	charge := func(t *testing.T, flags ...string) reply {
+		base := startAPI(t, append([]string{"--cluster", c.Nodes[0].GRPCAddr()}, flags...)...)
+		return post(t, base, "acme", client.NewKey(), `{"amount":1000,"currency":"EUR"}`)
+	}
+	if r := charge(t, "-tls-ca", ca, "-tls-cert", cert, "-tls-key", key); r.status != 201 {
+		t.Errorf("charge over mutual TLS = %d %s, want 201", r.status, r.body)
+	}
+	if r := charge(t); r.status < 500 {
+		t.Errorf("charge in plaintext = %d %s, want a server error", r.status, r.body)
 	}
 }

@@ -2,6 +2,11 @@
 
     python3 examples/python/demo.py http://127.0.0.1:7404
 
+or, with no argument, against the cluster the IDEMNODE_* variables name
+(`source idemnode-cluster/env` after `scripts/cluster.sh up --secure`):
+IDEMNODE_JSON_URL, IDEMNODE_TLS_CA/CERT/KEY, and IDEMNODE_TENANT for the
+records' tenant (default demo; with --auth, the certificate's).
+
 1. claim a key, complete it with a binary response, and replay it byte for byte;
 2. Client.do twice with the same key: the function runs once, the second call
    is answered from the record.
@@ -14,7 +19,7 @@ import sys
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from idemnode import Client, RecordId, MismatchError  # noqa: E402
+from idemnode import Client, RecordId, MismatchError, client_from_env  # noqa: E402
 
 
 def check(ok: bool, what: str) -> None:
@@ -24,15 +29,20 @@ def check(ok: bool, what: str) -> None:
 
 
 def main() -> None:
-    if len(sys.argv) != 2:
-        sys.exit(f"usage: {sys.argv[0]} http://127.0.0.1:7404   (a node's JSON API, --api-addr)")
-    c = Client(sys.argv[1])
+    if len(sys.argv) == 2:
+        c = Client(sys.argv[1])
+    elif len(sys.argv) == 1 and os.environ.get("IDEMNODE_JSON_URL"):
+        c = client_from_env()
+    else:
+        sys.exit(f"usage: {sys.argv[0]} http://127.0.0.1:7404   (a node's JSON API, --api-addr; "
+                 "without it, IDEMNODE_JSON_URL and IDEMNODE_TLS_*)")
+    tenant = os.environ.get("IDEMNODE_TENANT", "demo")
     st = c.status()
     print(f"node {st['node_id']} is {st['state']}, leader {st['leader_id']}, applied index {st['applied_index']}")
 
     print("\n1. claim, complete, replay")
     run = uuid.uuid4().hex[:8]  # a fresh key per run of the demo
-    id = RecordId("demo", "POST /v1/charges", f"order-{run}")
+    id = RecordId(tenant, "POST /v1/charges", f"order-{run}")
     request = b'{"amount":100,"currency":"EUR"}'
     fingerprint = hashlib.sha256(request).digest()
     won = c.claim(id, fingerprint, owner="worker-1")
@@ -54,7 +64,7 @@ def main() -> None:
     check(other.outcome == "mismatch", "the same key with another request is refused")
 
     print("\n2. do() twice with the same key")
-    id = RecordId("demo", "POST /v1/charges", f"order-{run}-do")
+    id = RecordId(tenant, "POST /v1/charges", f"order-{run}-do")
     runs = []
 
     def charge():

@@ -37,7 +37,9 @@ import base64
 import hashlib
 import http.client
 import json
+import os
 import random
+import ssl
 import threading
 import time
 import urllib.parse
@@ -250,6 +252,30 @@ def _error(status: int, headers, raw: bytes) -> IdemnodeError:
     return IdemnodeError(status, code, reason, message, metadata, retry_after)
 
 
+def tls_context(ca: Optional[str] = None, cert: Optional[str] = None, key: Optional[str] = None) -> ssl.SSLContext:
+    """The TLS of a cluster's JSON API: ca verifies the nodes (a PEM file, the
+    cluster CA; None: the system's roots), cert and key are the client
+    certificate that nodes with --tls-client-ca require (with --auth, it names
+    the tenant)."""
+    ctx = ssl.create_default_context(cafile=ca)
+    if cert:
+        ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+def client_from_env(timeout: float = 10.0) -> Client:
+    """A Client as the CLI's variables say (scripts/cluster.sh's env file):
+    IDEMNODE_JSON_URL (comma-separated URLs), IDEMNODE_TLS_CA,
+    IDEMNODE_TLS_CERT and IDEMNODE_TLS_KEY for https://, and
+    IDEMNODE_AUTH_TOKEN."""
+    urls = [u.strip() for u in os.environ.get("IDEMNODE_JSON_URL", "").split(",") if u.strip()]
+    if not urls:
+        raise ValueError("IDEMNODE_JSON_URL is not set")
+    ca, cert, key = (os.environ.get("IDEMNODE_TLS_" + v) or None for v in ("CA", "CERT", "KEY"))
+    ctx = tls_context(ca, cert, key) if ca or cert else None
+    return Client(urls, token=os.environ.get("IDEMNODE_AUTH_TOKEN") or None, timeout=timeout, ssl_context=ctx)
+
+
 class Client:
     """A client of one idemnode cluster.
 
@@ -257,14 +283,17 @@ class Client:
     order when one cannot be reached; any node answers (followers forward to
     the leader). token: a bearer token for ``serve --auth``. timeout bounds
     each call in seconds, retries included, plus the server-side wait the call
-    asks for. A Client is safe to share between threads (one connection per call).
+    asks for. ssl_context is the TLS of https:// URLs (see tls_context; None:
+    the system's roots, no client certificate). A Client is safe to share
+    between threads (one connection per call).
     """
 
-    def __init__(self, urls: Union[str, Sequence[str]], token: Optional[str] = None, timeout: float = 10.0):
+    def __init__(self, urls: Union[str, Sequence[str]], token: Optional[str] = None, timeout: float = 10.0,
+                 ssl_context: Optional[ssl.SSLContext] = None):
         self.urls = [urls] if isinstance(urls, str) else list(urls)
         if not self.urls:
             raise ValueError("Client: no URL")
-        self.token, self.timeout = token, timeout
+        self.token, self.timeout, self.ssl_context = token, timeout, ssl_context
         self._next = 0  # the node that answered last; tried first
 
     # -- transport ---------------------------------------------------------
@@ -294,10 +323,14 @@ class Client:
                 raise err
             time.sleep(pause)
 
+    def _connect(self, u: urllib.parse.SplitResult, timeout: float) -> http.client.HTTPConnection:
+        if u.scheme == "https":
+            return http.client.HTTPSConnection(u.netloc, timeout=timeout, context=self.ssl_context)
+        return http.client.HTTPConnection(u.netloc, timeout=timeout)
+
     def _send(self, url: str, method: str, path: str, data: Optional[bytes], left: float):
         u = urllib.parse.urlsplit(url)
-        conn_class = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-        conn = conn_class(u.netloc, timeout=max(left, 0.001))
+        conn = self._connect(u, max(left, 0.001))
         headers = {"Content-Type": "application/json", "Accept": "application/json",
                    # The server answers (a wait: IN_PROGRESS) before our socket gives up.
                    "Grpc-Timeout": f"{max(1, int((left - min(0.25, left / 10)) * 1000))}m"}
@@ -427,8 +460,7 @@ class Client:
     def _stream(self, url: str, tenant: str, after: int, idle: float) -> Iterator[FeedUpdate]:
         """One WatchAbandoned stream: newline-delimited {"result": ...} objects."""
         u = urllib.parse.urlsplit(url)
-        conn_class = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-        conn = conn_class(u.netloc, timeout=idle)
+        conn = self._connect(u, idle)
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"

@@ -94,7 +94,7 @@ type authority struct {
 // certificate's and that it may sign certificates.
 func (d Dir) loadCA(k Kind) (*authority, error) {
 	certName, keyName := k.files()
-	a := &authority{kind: k, certFile: d.path(certName)}
+	a := &authority{kind: k, certFile: d.caPath(certName)}
 	if _, err := os.Stat(a.certFile); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: no %s CA: %s does not exist (make it with `idemnode tls ca --kind %s`)", ErrInvalid, k, a.certFile, k)
 	}
@@ -109,12 +109,12 @@ func (d Dir) loadCA(k Kind) (*authority, error) {
 	if !a.cert.IsCA || a.cert.KeyUsage&x509.KeyUsageCertSign == 0 {
 		return nil, fmt.Errorf("%w: %s is not a CA certificate", ErrInvalid, a.certFile)
 	}
-	if a.key, err = readKey(d.path(keyName)); err != nil {
+	if a.key, err = readKey(d.caPath(keyName)); err != nil {
 		return nil, fmt.Errorf("read the %s CA's key: %w", k, err)
 	}
 	pub, ok := a.key.Public().(interface{ Equal(crypto.PublicKey) bool })
 	if !ok || !pub.Equal(a.cert.PublicKey) {
-		return nil, fmt.Errorf("%w: %s is not the key of %s", ErrInvalid, d.path(keyName), a.certFile)
+		return nil, fmt.Errorf("%w: %s is not the key of %s", ErrInvalid, d.caPath(keyName), a.certFile)
 	}
 	return a, nil
 }

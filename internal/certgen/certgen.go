@@ -87,9 +87,28 @@ type Dir struct {
 	// Force replaces existing files; without it an existing file is
 	// ErrExists and nothing is written.
 	Force bool
+	// Keep makes a call whose files all exist already succeed without
+	// writing or checking anything (it returns no paths), so a job that
+	// makes the files can run again; some of them existing is still
+	// ErrExists. Not with Force.
+	Keep bool
+	// CADir, when set, is where CreateNode and CreateClient read the CAs
+	// (certificates and keys) instead of Path. They then also put the CA
+	// certificates into Path (cluster-ca.crt, and client-ca.crt when the
+	// CA exists), so that Path holds what a node or client needs and no
+	// CA key; a copy there already must be the same certificate.
+	CADir string
 }
 
 func (d Dir) path(name string) string { return filepath.Join(d.Path, name) }
+
+// caPath is where the CA file name is read from.
+func (d Dir) caPath(name string) string {
+	if d.CADir != "" {
+		return filepath.Join(d.CADir, name)
+	}
+	return d.path(name)
+}
 
 // fileBase is what a node's or client's files may be called: a name that
 // is one path element in any shell and file system.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -184,6 +185,31 @@ func TestNothingOverwrittenWithoutForce(t *testing.T) {
 	}
 	if names := listDir(t, d.Path); len(names) != len(files) {
 		t.Errorf("the directory holds %v after the refusals", names)
+	}
+
+	// With Keep, each command finds all its files and succeeds, writing
+	// nothing; one of a pair missing is still a refusal.
+	kept := Dir{Path: d.Path, Keep: true}
+	for what, create := range again {
+		if written, err := create(kept); err != nil || written != nil {
+			t.Errorf("%s with Keep: wrote %v, err %v; want nothing written, no error", what, written, err)
+		}
+	}
+	if after := snapshot(); !maps.EqualFunc(before, after, bytes.Equal) {
+		t.Error("Keep changed files")
+	}
+	partial := t.TempDir()
+	if _, err := (Dir{Path: partial}).CreateCA(ClusterCA, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(partial, ClusterCAKey)); err != nil {
+		t.Fatal(err)
+	}
+	if written, err := (Dir{Path: partial, Keep: true}).CreateCA(ClusterCA, 0); !errors.Is(err, ErrExists) || written != nil {
+		t.Errorf("Keep with the CA's key missing: wrote %v, err %v; want ErrExists", written, err)
+	}
+	if _, err := (Dir{Path: d.Path, Keep: true, Force: true}).CreateGossipKey(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Keep and Force: err %v, want ErrInvalid", err)
 	}
 
 	// With Force, in an order that keeps every step valid: the node
@@ -405,5 +431,49 @@ func writeFile(t *testing.T, path string, b []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCADirLeavesTheCAKeysOut: with CADir, a node's and a client's files
+// go to a directory that receives the CA certificates but no CA key; the
+// node's files load as serve loads them; a copy of another CA is refused.
+func TestCADirLeavesTheCAKeysOut(t *testing.T) {
+	ca := mustPKI(t)
+	d := Dir{Path: filepath.Join(t.TempDir(), "node"), CADir: ca.Path}
+	node, err := d.CreateNode(NodeRequest{Name: "node1", IPs: []string{"127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{d.path(ClusterCACert), d.path(ClientCACert), d.path("node1.crt"), d.path("node1.key")}
+	if !slices.Equal(node, want) {
+		t.Errorf("CreateNode wrote %v, want %v", node, want)
+	}
+	// The copies are there already and the same: only the client's pair.
+	client, err := d.CreateClient(ClientRequest{Tenant: "acme"})
+	if err != nil || !slices.Equal(client, []string{d.path("client-acme.crt"), d.path("client-acme.key")}) {
+		t.Errorf("CreateClient wrote %v, %v", client, err)
+	}
+	if names := listDir(t, d.Path); !slices.Equal(names, []string{"client-acme.crt", "client-acme.key", ClientCACert, ClusterCACert, "node1.crt", "node1.key"}) {
+		t.Errorf("the directory holds %v", names)
+	}
+	for _, name := range []string{ClusterCACert, ClientCACert} {
+		a, _ := os.ReadFile(ca.path(name))
+		b, _ := os.ReadFile(d.path(name))
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s is not the CA's certificate", name)
+		}
+	}
+	if _, err := tlsconfig.LoadNode(tlsconfig.NodeFiles{Cert: d.path("node1.crt"), Key: d.path("node1.key"),
+		PeerCA: d.path(ClusterCACert), ClientCA: d.path(ClientCACert)}, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Errorf("the node's directory does not load as serve loads it: %v", err)
+	}
+
+	other := mustPKI(t)
+	stranger := Dir{Path: d.Path, CADir: other.Path}
+	if written, err := stranger.CreateNode(NodeRequest{Name: "node2", IPs: []string{"127.0.0.2"}}); !errors.Is(err, ErrExists) || written != nil {
+		t.Errorf("a node of another CA into the directory: wrote %v, err %v; want ErrExists", written, err)
+	}
+	if _, err := os.Stat(d.path("node2.crt")); err == nil {
+		t.Error("node2.crt was written beside the other CA's certificate")
 	}
 }

@@ -1,6 +1,7 @@
 package certgen
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,8 +20,12 @@ type output struct {
 // temporary file there, check runs on the staged paths (by name), and only
 // then do they take their names: without Force by a hard link, which fails
 // if the name was taken in the meantime, so nothing is ever replaced; with
-// Force by a rename. It returns the paths written.
+// Force by a rename. It returns the paths written (none when Keep found
+// them all).
 func (d Dir) publish(outs []output, check func(staged map[string]string) error) ([]string, error) {
+	if d.Force && d.Keep {
+		return nil, fmt.Errorf("%w: force and keep exclude each other", ErrInvalid)
+	}
 	if err := os.MkdirAll(d.Path, 0o700); err != nil {
 		return nil, fmt.Errorf("create directory %s: %w", d.Path, err)
 	}
@@ -30,6 +35,9 @@ func (d Dir) publish(outs []output, check func(staged map[string]string) error) 
 			if _, err := os.Lstat(d.path(o.name)); err == nil {
 				taken = append(taken, fmt.Errorf("%s: %w (nothing written; --force replaces it)", d.path(o.name), ErrExists))
 			}
+		}
+		if d.Keep && len(taken) == len(outs) {
+			return nil, nil
 		}
 		if len(taken) > 0 {
 			return nil, errors.Join(taken...)
@@ -117,4 +125,50 @@ func stage(dir string, o output) (string, error) {
 func (d Dir) exists(name string) bool {
 	_, err := os.Stat(d.path(name))
 	return err == nil
+}
+
+// copyCACerts puts, with CADir set, the CA certificates of CADir into Path
+// (cluster-ca.crt, and client-ca.crt when it exists): what a node or a
+// client needs beside its own pair, without the CAs' keys. A copy that is
+// there already must hold the same bytes; one that another process placed
+// meanwhile is checked the same way. It returns the paths written.
+func (d Dir) copyCACerts() ([]string, error) {
+	if d.CADir == "" {
+		return nil, nil
+	}
+	var written []string
+	for _, name := range []string{ClusterCACert, ClientCACert} {
+		src, err := os.ReadFile(d.caPath(name))
+		if errors.Is(err, fs.ErrNotExist) && name == ClientCACert {
+			continue
+		}
+		if err != nil {
+			return written, fmt.Errorf("read %s: %w", d.caPath(name), err)
+		}
+		same := func() (bool, error) {
+			old, err := os.ReadFile(d.path(name))
+			if err != nil {
+				return false, err
+			}
+			if !bytes.Equal(old, src) {
+				return false, fmt.Errorf("%w: %s is another certificate than %s (nothing written)", ErrExists, d.path(name), d.caPath(name))
+			}
+			return true, nil
+		}
+		if ok, err := same(); ok || !errors.Is(err, fs.ErrNotExist) {
+			if err != nil {
+				return written, err
+			}
+			continue
+		}
+		w, err := Dir{Path: d.Path}.publish([]output{{name: name, data: src}}, nil)
+		if errors.Is(err, ErrExists) {
+			_, err = same()
+		}
+		if err != nil {
+			return written, err
+		}
+		written = append(written, w...)
+	}
+	return written, nil
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -68,16 +69,21 @@ func (d Dir) CreateNode(r NodeRequest) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return d.publish(outs, func(staged map[string]string) error {
+	copies, err := d.copyCACerts()
+	if err != nil {
+		return copies, err
+	}
+	written, err := d.publish(outs, func(staged map[string]string) error {
 		files := tlsconfig.NodeFiles{Cert: staged[r.Name+".crt"], Key: staged[r.Name+".key"], PeerCA: ca.certFile}
-		if d.exists(ClientCACert) {
-			files.ClientCA = d.path(ClientCACert)
+		if _, err := os.Stat(d.caPath(ClientCACert)); err == nil {
+			files.ClientCA = d.caPath(ClientCACert)
 		}
 		if _, err := tlsconfig.LoadNode(files, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 			return refused(d, staged, err)
 		}
 		return checkNames(d, staged, staged[r.Name+".crt"], tmpl)
 	})
+	return append(copies, written...), err
 }
 
 // checkNames verifies that the written certificate answers to each name
@@ -160,8 +166,12 @@ func (d Dir) CreateClient(r ClientRequest) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return d.publish(outs, func(staged map[string]string) error {
-		if err := d.checkSeparate(ca.certFile, d.path(ClusterCACert), staged); err != nil {
+	copies, err := d.copyCACerts()
+	if err != nil {
+		return copies, err
+	}
+	written, err := d.publish(outs, func(staged map[string]string) error {
+		if err := d.checkSeparate(ca.certFile, d.caPath(ClusterCACert), staged); err != nil {
 			return err
 		}
 		certs, err := tlsconfig.ReadCerts(staged[r.Name+".crt"])
@@ -183,6 +193,7 @@ func (d Dir) CreateClient(r ClientRequest) ([]string, error) {
 		}
 		return nil
 	})
+	return append(copies, written...), err
 }
 
 // nameTenant puts the tenant into tmpl where mapping reads it. The common
