@@ -20,6 +20,7 @@ import (
 // problemBody is the JSON of a problem answer, as a client reads it.
 type problemBody struct {
 	Type           string  `json:"type"`
+	Title          string  `json:"title"`
 	Status         int     `json:"status"`
 	OperationState string  `json:"operation_state"`
 	KeyExpiresAt   *string `json:"key_expires_at"`
