@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 	"sigs.k8s.io/yaml"
+
+	"github.com/idemnode/idemnode/idemhttp"
 )
 
 // Routes is the routes file: where the tenant comes from, the defaults of
@@ -44,10 +47,8 @@ type Route struct {
 	// Match is "METHOD pattern", e.g. "POST /v1/charges" or
 	// "PATCH /v1/orders/{id}".
 	Match string `json:"match"`
-	// Key is required (a request without one is answered 400), optional
-	// (it passes through unguarded) or derived (a key is derived from the
-	// tenant, method, path and canonical body; see package idemhttp).
-	Key string `json:"key"`
+	// Key says where the key comes from (see Key).
+	Key Key `json:"key"`
 	// Lease of the claim while the upstream runs (extended as it runs),
 	// TTL of the record, and how long a duplicate waits for the request in
 	// flight before its 409.
@@ -68,6 +69,73 @@ type Route struct {
 	Fingerprint Fingerprint `json:"fingerprint"`
 
 	method, pattern string
+	keyField        idemhttp.Pointer // Key.JSON, parsed
+}
+
+// Key says where a route's key comes from. In the routes file it is a
+// mode for the Idempotency-Key header — required (a request without one
+// is answered 400), optional (it passes through unguarded) or derived (a
+// key is derived from the tenant, method, path and canonical body; see
+// package idemhttp) — or, for webhook receivers, the sender's event id:
+// {header: X-GitHub-Delivery} names a header, {json: /id} a field of the
+// JSON body (a JSON Pointer, RFC 6901). A request without that header or
+// field is answered 400, naming it.
+type Key struct {
+	Mode   string
+	Header string
+	JSON   string
+	object bool // written as {header: …} or {json: …}
+}
+
+// UnmarshalJSON reads a mode ("required") or {header: NAME} or
+// {json: /POINTER}; Route.check validates what was given.
+func (k *Key) UnmarshalJSON(b []byte) error {
+	var mode string
+	if json.Unmarshal(b, &mode) == nil {
+		*k = Key{Mode: mode}
+		return nil
+	}
+	if !bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
+		// YAML reads an unquoted no as false: kept as text, check refuses
+		// it naming the route.
+		*k = Key{Mode: string(b)}
+		return nil
+	}
+	var src struct {
+		Header string `json:"header"`
+		JSON   string `json:"json"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&src); err != nil {
+		return fmt.Errorf("key: want required, optional, derived, {header: NAME} or {json: /POINTER}, got %s: %w", b, err)
+	}
+	*k = Key{Header: src.Header, JSON: src.JSON, object: true}
+	return nil
+}
+
+// check validates the key's source, and returns the parsed JSON Pointer
+// when the key is a body field.
+func (k Key) check() (idemhttp.Pointer, error) {
+	switch {
+	case k.Header != "" && k.JSON != "":
+		return idemhttp.Pointer{}, errors.New("key: give header or json, not both")
+	case k.Header != "" && !validHeaderName(k.Header):
+		return idemhttp.Pointer{}, fmt.Errorf("key.header: %q is not a header name", k.Header)
+	case k.JSON != "":
+		p, err := idemhttp.ParsePointer(k.JSON)
+		if err != nil {
+			return idemhttp.Pointer{}, fmt.Errorf("key.json: %w", err)
+		}
+		return p, nil
+	case k.Header != "":
+		return idemhttp.Pointer{}, nil
+	case k.object:
+		return idemhttp.Pointer{}, errors.New("key: {header: NAME} or {json: /POINTER} needs a header name or a JSON Pointer such as /id; both are empty")
+	case k.Mode != keyRequired && k.Mode != keyOptional && k.Mode != keyDerived:
+		return idemhttp.Pointer{}, fmt.Errorf("key: %q, want required, optional, derived, {header: NAME} or {json: /POINTER}", k.Mode)
+	}
+	return idemhttp.Pointer{}, nil
 }
 
 // Fingerprint is what a request's fingerprint covers beside its method and
@@ -157,7 +225,7 @@ func (rs *Routes) check() error {
 
 // inherit fills r's unset fields from d, then from the built-in defaults.
 func (r *Route) inherit(d Route) {
-	r.Key = firstNonZero(r.Key, d.Key, keyRequired)
+	r.Key = firstNonZero(r.Key, d.Key, Key{Mode: keyRequired})
 	r.Lease = firstNonZero(r.Lease, d.Lease, Duration(defaultLease))
 	r.TTL = firstNonZero(r.TTL, d.TTL, Duration(defaultTTL))
 	r.Wait = firstNonZero(r.Wait, d.Wait, Duration(defaultWait))
@@ -180,8 +248,6 @@ func (r *Route) check() error {
 		return errors.New(`match: want "METHOD /path" with the method in capitals, e.g. "POST /v1/charges"`)
 	case !strings.HasPrefix(pattern, "/") || len(pattern) > maxRoutePattern:
 		return fmt.Errorf("match: the path %q must start with / (at most %d bytes)", pattern, maxRoutePattern)
-	case r.Key != keyRequired && r.Key != keyOptional && r.Key != keyDerived:
-		return fmt.Errorf("key: %q, want required, optional or derived", r.Key)
 	case r.Lease < Duration(time.Second) || r.Lease > Duration(time.Hour):
 		return fmt.Errorf("lease: %s, want 1s to 1h (the service's limits)", time.Duration(r.Lease))
 	case r.TTL < Duration(time.Minute) || r.TTL > Duration(30*24*time.Hour):
@@ -200,7 +266,11 @@ func (r *Route) check() error {
 			return fmt.Errorf("fingerprint.headers: %q is not a header name", h)
 		}
 	}
-	r.method, r.pattern = method, pattern
+	field, err := r.Key.check()
+	if err != nil {
+		return err
+	}
+	r.method, r.pattern, r.keyField = method, pattern, field
 	return nil
 }
 
@@ -219,6 +289,9 @@ func (rs *Routes) endToEnd() []string {
 	}
 	for _, r := range rs.Routes {
 		names = append(names, r.Fingerprint.Headers...)
+		if r.Key.Header != "" {
+			names = append(names, r.Key.Header)
+		}
 	}
 	for i, n := range names {
 		names[i] = http.CanonicalHeaderKey(n)
