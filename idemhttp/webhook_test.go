@@ -13,7 +13,11 @@ import (
 	"time"
 
 	"github.com/idemnode/idemnode/client"
+	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/idemhttp"
+	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testutil"
+	"github.com/idemnode/idemnode/rpc"
 )
 
 // webhookSecret signs the test deliveries, as a sender's endpoint secret.
@@ -187,5 +191,55 @@ func TestWebhookKeyFromJSON(t *testing.T) {
 	}
 	if n := rc.count("msg_x"); n != 0 {
 		t.Fatalf("the refused deliveries ran the handler %d times", n)
+	}
+}
+
+// TestWebhookAfterTTL: docs/WEBHOOKS.md's "Retention". On a cluster that
+// keeps tombstones, a redelivery after the event's TTL is 410 Gone and the
+// handler does not run; on one that does not, it is a new event and runs
+// again.
+func TestWebhookAfterTTL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		tombstone time.Duration
+		want      int // status of the late redelivery
+		runs      int // how often the event ran in the end
+	}{
+		{"tombstones", time.Hour, http.StatusGone, 1},
+		{"no tombstones", 0, http.StatusOK, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			limits := rpc.DefaultLimits()
+			limits.MinTTL, limits.MinLease, limits.TombstoneTTL = 100*time.Millisecond, 100*time.Millisecond, tc.tombstone
+			c := testcluster.Start(t, 1, testcluster.Options{Limits: &limits,
+				// One node: bootstrap alone (bootstrap-expect needs two or more).
+				Tune: func(cfg *cluster.Config) { cfg.Bootstrap, cfg.Join = true, nil }})
+			cl, err := client.New(client.Config{Addrs: []string{c.Nodes[0].GRPCAddr()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cl.Close() })
+			rc := newReceiver()
+			srv := serve(t, idemhttp.Config{Client: cl, TTL: 300 * time.Millisecond, Lease: 150 * time.Millisecond}, rc,
+				idemhttp.KeyFromHeader("webhook-id"))
+			id, body := "msg_"+client.NewKey(), `{"type":"invoice.paid"}`
+			if r := deliver(t, srv.URL, id, body, 0); r.status != 200 {
+				t.Fatalf("first delivery: HTTP %d %s", r.status, r.body)
+			}
+			// Redeliver until the answer is no longer the stored one: each
+			// attempt before the TTL ends is a replay, which runs nothing.
+			var late reply
+			testutil.Eventually(t, 10*time.Second, "the record to expire", func() bool {
+				late = deliver(t, srv.URL, id, body, 1)
+				return late.header.Get("Idempotent-Replayed") != "true"
+			})
+			if late.status != tc.want || rc.count(id) != tc.runs {
+				t.Fatalf("after the TTL: HTTP %d %s, handled %d times; want %d, %d times", late.status, late.body, rc.count(id), tc.want, tc.runs)
+			}
+			if tc.want == http.StatusGone && decodeProblem(t, late).Type != idemhttp.ProblemExpired {
+				t.Fatalf("after the TTL: %s, want %s", late.body, idemhttp.ProblemExpired)
+			}
+		})
 	}
 }
