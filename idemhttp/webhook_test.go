@@ -13,11 +13,8 @@ import (
 	"time"
 
 	"github.com/idemnode/idemnode/client"
-	"github.com/idemnode/idemnode/cluster"
 	"github.com/idemnode/idemnode/idemhttp"
-	"github.com/idemnode/idemnode/internal/testcluster"
 	"github.com/idemnode/idemnode/internal/testutil"
-	"github.com/idemnode/idemnode/rpc"
 )
 
 // webhookSecret signs the test deliveries, as a sender's endpoint secret.
@@ -210,16 +207,7 @@ func TestWebhookAfterTTL(t *testing.T) {
 		{"no tombstones", 0, http.StatusOK, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			limits := rpc.DefaultLimits()
-			limits.MinTTL, limits.MinLease, limits.TombstoneTTL = 100*time.Millisecond, 100*time.Millisecond, tc.tombstone
-			c := testcluster.Start(t, 1, testcluster.Options{Limits: &limits,
-				// One node: bootstrap alone (bootstrap-expect needs two or more).
-				Tune: func(cfg *cluster.Config) { cfg.Bootstrap, cfg.Join = true, nil }})
-			cl, err := client.New(client.Config{Addrs: []string{c.Nodes[0].GRPCAddr()}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cl.Close() })
+			cl := shortTTLNode(t, tc.tombstone)
 			rc := newReceiver()
 			srv := serve(t, idemhttp.Config{Client: cl, TTL: 300 * time.Millisecond, Lease: 150 * time.Millisecond}, rc,
 				idemhttp.KeyFromHeader("webhook-id"))
