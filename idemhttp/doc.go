@@ -102,4 +102,13 @@
 // within the TTL become one (the second is a replay), and a retry whose body
 // differs in any byte that survives canonicalisation is a new request. It
 // is off by default.
+//
+// Webhook receivers take the key from the sender's event id instead: a
+// named header (Config.Header, KeyFromHeader: X-GitHub-Delivery, Standard
+// Webhooks' webhook-id) or a field of the JSON body (Config.KeyJSON,
+// KeyFromJSON: a JSON Pointer such as /id, Stripe's event id). Each
+// attempt's signature and timestamp headers stay out of the fingerprint,
+// so a retry is a replay however it is signed; a delivery without the id
+// is answered 400 naming the header or field. docs/WEBHOOKS.md says which
+// TTL the senders' retries need.
 package idemhttp

@@ -43,14 +43,9 @@ func CanonicalBody(contentType string, body []byte) []byte {
 // CanonicalJSON re-serialises one JSON value with sorted object keys; ok
 // is false when body is not exactly one JSON value.
 func CanonicalJSON(body []byte) (canonical []byte, ok bool) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, ok := decodeJSON(body)
+	if !ok {
 		return nil, false
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, false // trailing data
 	}
 	// encoding/json writes map keys sorted and json.Number verbatim.
 	out, err := json.Marshal(v)
@@ -58,4 +53,18 @@ func CanonicalJSON(body []byte) (canonical []byte, ok bool) {
 		return nil, false
 	}
 	return out, true
+}
+
+// decodeJSON decodes exactly one JSON value, numbers as json.Number; ok is
+// false when body is anything else (nothing, trailing data, not JSON).
+func decodeJSON(body []byte) (v any, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, false
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, false // trailing data
+	}
+	return v, true
 }

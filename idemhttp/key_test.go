@@ -48,3 +48,50 @@ func TestParseKey(t *testing.T) {
 		})
 	}
 }
+
+// TestFieldKey: the key from a JSON body's field: strings as they are,
+// numbers as written; what is absent, null or empty is missing; any other
+// body or value is refused, naming the field.
+func TestFieldKey(t *testing.T) {
+	for _, tc := range []struct {
+		name, ptr, body string
+		want, err       string // err "missing" is errMissingKey
+	}{
+		{"top-level id", "/id", `{"id":"evt_1","type":"charge.succeeded"}`, "evt_1", ""},
+		{"nested", "/data/object/id", `{"data":{"object":{"id":"ch_9"}}}`, "ch_9", ""},
+		{"in an array", "/events/1/id", `{"events":[{"id":"a"},{"id":"b"}]}`, "b", ""},
+		{"escaped name", "/meta~1id", `{"meta/id":"m1"}`, "m1", ""},
+		{"a number", "/id", `{"id":12345678901234567890}`, "12345678901234567890", ""},
+		{"absent", "/id", `{"type":"x"}`, "", "missing"},
+		{"null", "/id", `{"id":null}`, "", "missing"},
+		{"empty", "/id", `{"id":""}`, "", "missing"},
+		{"an object", "/data", `{"data":{}}`, "", "/data is an object"},
+		{"a boolean", "/id", `{"id":true}`, "", "/id is a boolean"},
+		{"an array", "/id", `{"id":[1]}`, "", "/id is an array"},
+		{"too long", "/id", `{"id":"` + strings.Repeat("k", 256) + `"}`, "", "/id: the key is 256 bytes"},
+		{"not ASCII", "/id", `{"id":"clé"}`, "", "/id: byte 2"},
+		{"not JSON", "/id", `id=evt_1`, "", "not JSON"},
+		{"trailing data", "/id", `{"id":"a"} {"id":"b"}`, "", "not JSON"},
+		{"empty body", "/id", ``, "", "not JSON"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := ParsePointer(tc.ptr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := fieldKey([]byte(tc.body), p, 255)
+			switch {
+			case tc.err == "missing":
+				if !errors.Is(err, errMissingKey) {
+					t.Errorf("fieldKey = %q, %v; want errMissingKey", got, err)
+				}
+			case tc.err != "":
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("fieldKey = %q, %v; want an error containing %q", got, err, tc.err)
+				}
+			case err != nil || got != tc.want:
+				t.Errorf("fieldKey = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -33,8 +33,16 @@ type Config struct {
 	// requests pass through untouched.
 	Methods []string
 	// Header is the request header carrying the key (default
-	// "Idempotency-Key").
+	// "Idempotency-Key"). A webhook receiver names its sender's event id
+	// header here: X-GitHub-Delivery, or Standard Webhooks' webhook-id.
 	Header string
+	// KeyJSON, when set, takes the key from this field of the JSON body
+	// instead of a header, e.g. /id for Stripe's event id. A request whose
+	// body is not JSON, or whose field is absent, null, "" or not a string
+	// or number, is refused with 400 naming the field; KeyOptional and
+	// DeriveMissingKeys do not apply to it. Routes override it with
+	// KeyFromHeader and KeyFromJSON.
+	KeyJSON Pointer
 	// KeyOptional lets requests without a key through without the
 	// guarantee (default: they are refused with 400). Routes override it
 	// with KeyRequired.
@@ -155,6 +163,8 @@ type RouteOption func(*route)
 type route struct {
 	required, derive bool
 	wait             time.Duration
+	header           string  // the key's header, when field is zero
+	field            Pointer // the key's field in a JSON body
 }
 
 // KeyRequired sets whether requests to this route must carry a key.
@@ -167,9 +177,20 @@ func DeriveMissingKeys(derive bool) RouteOption { return func(r *route) { r.deri
 // WaitFor sets how long a duplicate waits for the request in flight.
 func WaitFor(d time.Duration) RouteOption { return func(r *route) { r.wait = d } }
 
+// KeyFromHeader takes this route's key from the named header, e.g. a
+// webhook sender's event id (X-GitHub-Delivery, webhook-id).
+func KeyFromHeader(name string) RouteOption {
+	return func(r *route) { r.header, r.field = name, Pointer{} }
+}
+
+// KeyFromJSON takes this route's key from a field of the JSON body, e.g.
+// /id for Stripe's event id (see Config.KeyJSON).
+func KeyFromJSON(field Pointer) RouteOption { return func(r *route) { r.field = field } }
+
 // Handler returns next wrapped with the guarantee.
 func (m *Middleware) Handler(next http.Handler, opts ...RouteOption) http.Handler {
-	rt := route{required: !m.cfg.KeyOptional, derive: m.cfg.DeriveMissingKeys, wait: m.cfg.Wait}
+	rt := route{required: !m.cfg.KeyOptional, derive: m.cfg.DeriveMissingKeys, wait: m.cfg.Wait,
+		header: m.cfg.Header, field: m.cfg.KeyJSON}
 	for _, o := range opts {
 		o(&rt)
 	}
@@ -188,24 +209,25 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	key, err := parseKey(r.Header.Values(cfg.Header), cfg.MaxKeyLength)
+	fromBody := !h.route.field.IsZero()
+	var key string
 	derive := false
-	switch {
-	case errors.Is(err, errMissingKey) && h.route.derive:
-		derive = true
-	case errors.Is(err, errMissingKey) && h.route.required:
-		h.observe(r, OutcomeRefused)
-		writeProblem(w, notRun(http.StatusBadRequest, ProblemMissingKey, "Idempotency-Key header is missing",
-			fmt.Sprintf("This operation requires an %s header; send a new unique key (a UUID) per operation and the same key on every retry of it.", cfg.Header)), 0)
-		return
-	case errors.Is(err, errMissingKey):
-		h.next.ServeHTTP(w, r)
-		return
-	case err != nil:
-		h.observe(r, OutcomeRefused)
-		writeProblem(w, notRun(http.StatusBadRequest, ProblemInvalidKey, "Idempotency-Key header is malformed",
-			fmt.Sprintf("%s: %v; a key is 1-%d bytes of printable ASCII.", cfg.Header, err, cfg.MaxKeyLength)), 0)
-		return
+	if !fromBody {
+		var err error
+		key, err = parseKey(r.Header.Values(h.route.header), cfg.MaxKeyLength)
+		switch {
+		case errors.Is(err, errMissingKey) && h.route.derive:
+			derive = true
+		case errors.Is(err, errMissingKey) && h.route.required:
+			h.refuse(w, r, missingHeader(h.route.header))
+			return
+		case errors.Is(err, errMissingKey):
+			h.next.ServeHTTP(w, r)
+			return
+		case err != nil:
+			h.refuse(w, r, malformedHeader(h.route.header, err, cfg.MaxKeyLength))
+			return
+		}
 	}
 	tenant, err := cfg.Tenant(r)
 	if err != nil {
@@ -230,6 +252,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
+	if fromBody {
+		// Nothing is claimed for a body that names no key: the problem
+		// names the field the sender must fill.
+		if key, err = fieldKey(body, h.route.field, cfg.MaxKeyLength); err != nil {
+			h.refuse(w, r, badKeyField(h.route.field, err, cfg.MaxKeyLength))
+			return
+		}
+	}
 	if derive {
 		sum := sha256.Sum256(CanonicalBody(r.Header.Get("Content-Type"), body))
 		key = client.DeriveKey("idemhttp/derived/v1", tenant, r.Method, r.URL.Path, hex.EncodeToString(sum[:]))

@@ -20,6 +20,7 @@ import (
 // problemBody is the JSON of a problem answer, as a client reads it.
 type problemBody struct {
 	Type           string  `json:"type"`
+	Title          string  `json:"title"`
 	Status         int     `json:"status"`
 	OperationState string  `json:"operation_state"`
 	KeyExpiresAt   *string `json:"key_expires_at"`
@@ -103,14 +104,13 @@ func TestProblemsSayWhatToDoNext(t *testing.T) {
 	}
 }
 
-// TestExpiredKeyIsGone: on a cluster that keeps tombstones, a retry after
-// the key's TTL is 410 Gone, saying when the operation's record expired,
-// that it completed, and that a new key is not safe; the handler does not
-// run again.
-func TestExpiredKeyIsGone(t *testing.T) {
-	t.Parallel()
+// shortTTLNode starts a one-node cluster that grants TTLs and leases from
+// 100ms and keeps tombstones for tombstoneTTL (0: none), and returns a
+// client of it.
+func shortTTLNode(t *testing.T, tombstoneTTL time.Duration) *client.Client {
+	t.Helper()
 	limits := rpc.DefaultLimits()
-	limits.MinTTL, limits.MinLease, limits.TombstoneTTL = 100*time.Millisecond, 100*time.Millisecond, time.Hour
+	limits.MinTTL, limits.MinLease, limits.TombstoneTTL = 100*time.Millisecond, 100*time.Millisecond, tombstoneTTL
 	c := testcluster.Start(t, 1, testcluster.Options{Limits: &limits,
 		// One node: bootstrap alone (bootstrap-expect needs two or more).
 		Tune: func(cfg *cluster.Config) { cfg.Bootstrap, cfg.Join = true, nil }})
@@ -119,6 +119,16 @@ func TestExpiredKeyIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// TestExpiredKeyIsGone: on a cluster that keeps tombstones, a retry after
+// the key's TTL is 410 Gone, saying when the operation's record expired,
+// that it completed, and that a new key is not safe; the handler does not
+// run again.
+func TestExpiredKeyIsGone(t *testing.T) {
+	t.Parallel()
+	cl := shortTTLNode(t, time.Hour)
 	var runs atomic.Int64
 	srv := serve(t, idemhttp.Config{Client: cl, TTL: 200 * time.Millisecond, Lease: 150 * time.Millisecond},
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 	"sigs.k8s.io/yaml"
+
+	"github.com/idemnode/idemnode/idemhttp"
 )
 
 // Routes is the routes file: where the tenant comes from, the defaults of
@@ -44,10 +46,8 @@ type Route struct {
 	// Match is "METHOD pattern", e.g. "POST /v1/charges" or
 	// "PATCH /v1/orders/{id}".
 	Match string `json:"match"`
-	// Key is required (a request without one is answered 400), optional
-	// (it passes through unguarded) or derived (a key is derived from the
-	// tenant, method, path and canonical body; see package idemhttp).
-	Key string `json:"key"`
+	// Key says where the key comes from (see Key).
+	Key Key `json:"key"`
 	// Lease of the claim while the upstream runs (extended as it runs),
 	// TTL of the record, and how long a duplicate waits for the request in
 	// flight before its 409.
@@ -68,6 +68,7 @@ type Route struct {
 	Fingerprint Fingerprint `json:"fingerprint"`
 
 	method, pattern string
+	keyField        idemhttp.Pointer // Key.JSON, parsed
 }
 
 // Fingerprint is what a request's fingerprint covers beside its method and
@@ -157,7 +158,7 @@ func (rs *Routes) check() error {
 
 // inherit fills r's unset fields from d, then from the built-in defaults.
 func (r *Route) inherit(d Route) {
-	r.Key = firstNonZero(r.Key, d.Key, keyRequired)
+	r.Key = firstNonZero(r.Key, d.Key, Key{Mode: keyRequired})
 	r.Lease = firstNonZero(r.Lease, d.Lease, Duration(defaultLease))
 	r.TTL = firstNonZero(r.TTL, d.TTL, Duration(defaultTTL))
 	r.Wait = firstNonZero(r.Wait, d.Wait, Duration(defaultWait))
@@ -180,8 +181,6 @@ func (r *Route) check() error {
 		return errors.New(`match: want "METHOD /path" with the method in capitals, e.g. "POST /v1/charges"`)
 	case !strings.HasPrefix(pattern, "/") || len(pattern) > maxRoutePattern:
 		return fmt.Errorf("match: the path %q must start with / (at most %d bytes)", pattern, maxRoutePattern)
-	case r.Key != keyRequired && r.Key != keyOptional && r.Key != keyDerived:
-		return fmt.Errorf("key: %q, want required, optional or derived", r.Key)
 	case r.Lease < Duration(time.Second) || r.Lease > Duration(time.Hour):
 		return fmt.Errorf("lease: %s, want 1s to 1h (the service's limits)", time.Duration(r.Lease))
 	case r.TTL < Duration(time.Minute) || r.TTL > Duration(30*24*time.Hour):
@@ -200,7 +199,11 @@ func (r *Route) check() error {
 			return fmt.Errorf("fingerprint.headers: %q is not a header name", h)
 		}
 	}
-	r.method, r.pattern = method, pattern
+	field, err := r.Key.check()
+	if err != nil {
+		return err
+	}
+	r.method, r.pattern, r.keyField = method, pattern, field
 	return nil
 }
 
@@ -219,6 +222,9 @@ func (rs *Routes) endToEnd() []string {
 	}
 	for _, r := range rs.Routes {
 		names = append(names, r.Fingerprint.Headers...)
+		if r.Key.Header != "" {
+			names = append(names, r.Key.Header)
+		}
 	}
 	for i, n := range names {
 		names[i] = http.CanonicalHeaderKey(n)

@@ -19,6 +19,7 @@ targets=(
 	"./rpc FuzzValidateRequests"
 	"./idemhttp FuzzParseKey"
 	"./idemhttp FuzzCanonicalJSON"
+	"./idemhttp FuzzPointer"
 )
 for t in "${targets[@]}"; do
 	set -- $t
