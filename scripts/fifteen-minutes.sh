@@ -18,7 +18,8 @@ block=$(awk -v m="$marker" '$0 == m { after = 1; next } after && /^```sh$/ { on 
 work=$(mktemp -d /tmp/idemnode-fifteen.XXXXXX)
 out=$work/out
 # On any exit: the nodes the block started and did not stop (its own last
-# line stops them), then the block's output, then the directory.
+# line stops them); on failure, the block's output and the nodes' logs; then
+# the directory.
 cleanup() {
 	local code=$? pids
 	pids=$(jobs -p)
@@ -26,7 +27,14 @@ cleanup() {
 		kill $pids 2>/dev/null || true
 		wait $pids 2>/dev/null || true
 	fi
-	((code == 0)) || { [[ -f "$out" ]] && cat "$out"; echo "fifteen-minutes.sh: failed (exit $code); the block's output is above" >&2; }
+	if ((code != 0)); then
+		[[ -f "$out" ]] && cat "$out"
+		# The block keeps its nodes' logs in ../idemnode-try.
+		for log in "$work"/idemnode-try/node*.log; do
+			[[ -f "$log" ]] && { echo "== the end of ${log##*/}"; tail -n 20 "$log"; }
+		done
+		echo "fifteen-minutes.sh: failed (exit $code); the block's output and the nodes' logs are above" >&2
+	fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
