@@ -15,9 +15,9 @@ if [[ -x "$bindir/helm" ]] && [[ "$("$bindir/helm" version --template '{{.Versio
 	echo "helm $("$bindir/helm" version --template '{{.Version}}') cached at $bindir/helm"
 else
 	echo "installing helm $helm_version with go install (a few minutes, once)"
-	start=$SECONDS
+	helm_start=$SECONDS
 	go install "$helm_module@$helm_version"
-	echo "helm installed at $bindir/helm in $((SECONDS - start))s"
+	echo "helm installed at $bindir/helm in $((SECONDS - helm_start))s"
 fi
 # The Go chart test looks on PATH first.
 export PATH="$bindir:$PATH"
