@@ -78,7 +78,8 @@ for platform in linux/amd64 linux/arm64 darwin/arm64; do
 done
 
 if $images; then
-	# amd64 last: the local tag idemnode:VERSION is then the amd64 image.
+	# Both archives hold the tag idemnode:VERSION, each for its platform; amd64
+	# last, so that the tag left on this Docker engine is the amd64 image.
 	for arch in arm64 amd64; do
 		scripts/docker-image.sh --from "$out/idemnode_${version}_linux_$arch" --platform "linux/$arch" "idemnode:$version"
 		docker save -o "$out/idemnode_${version}_linux_$arch.image.tar" "idemnode:$version"
