@@ -6,14 +6,33 @@
 # (examples/orders): idemnode-orders with the same tag.
 #   scripts/docker-image.sh [TAG] [BINARY]   default tag idemnode:dev; BINARY
 #                                            also keeps a copy of the binary there
+#   scripts/docker-image.sh --from BINARY [--platform linux/arm64] TAG
+#       the image of that static linux binary, as built (scripts/release.sh
+#       uses it so the image holds the released binary); no example image.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
 cd "$(dirname "$0")/.."
+from="" platform=linux/amd64
+while [[ "${1:-}" == --* ]]; do
+	case "$1" in
+	--from) from=$(realpath "$2") ;;
+	--platform) platform=$2 ;;
+	*) echo "docker-image.sh: unknown option $1" >&2; exit 2 ;;
+	esac
+	shift 2
+done
 tag="${1:-idemnode:dev}"
 keep="${2:-}"
 ctx=$(mktemp -d /tmp/idemnode-image.XXXXXX)
 trap 'rm -rf "$ctx"' EXIT
 mkdir "$ctx/data"
+if [[ -n "$from" ]]; then
+	cp "$from" "$ctx/idemnode"
+	# FROM scratch and COPY run nothing, so another platform's image needs no emulation.
+	docker build --quiet --platform "$platform" -f Dockerfile -t "$tag" "$ctx" >/dev/null 2>"$ctx/build.err" || { cat "$ctx/build.err" >&2; exit 1; }
+	echo "built image $tag for $platform from $from"
+	exit 0
+fi
 # The commit `idemnode version` prints (the go command's own VCS stamp may
 # be off, e.g. GOFLAGS=-buildvcs=false); "-modified" when the tree is not clean.
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Checks the Helm chart in charts/idemnode:
-#   installs helm with `go install` (the only registry here is the Go module
-#   proxy; the build takes a few minutes once and is cached in GOBIN or
-#   $(go env GOPATH)/bin), runs helm lint, renders 3 and 5 replicas with TLS
+#   installs helm with `go install` (scripts/helm-install.sh: a few minutes
+#   once, then cached), runs helm lint, renders 3 and 5 replicas with TLS
 #   off, on from existing Secrets, and on from cert-manager (checking that
 #   the node Certificate names every pod), checks that an even replica count
 #   and half-configured TLS are refused, then runs the Go chart test (strict
@@ -12,29 +11,11 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
 cd "$(dirname "$0")/.."
 
-helm_module=helm.sh/helm/v3/cmd/helm
-helm_version=v3.22.0
 # helm template assumes Kubernetes v1.20 unless told; the chart needs >= 1.30.
 kube_version=1.31.0
 chart=charts/idemnode
 
-bindir=$(go env GOBIN)
-if [[ -z "$bindir" ]]; then
-	gopath=$(go env GOPATH)
-	bindir="${gopath%%:*}/bin"
-fi
-helm="$bindir/helm"
-# A go-installed helm reports its minor version only (e.g. v3.22).
-if [[ -x "$helm" ]] && [[ "$("$helm" version --template '{{.Version}}' 2>/dev/null)" == "${helm_version%.*}"* ]]; then
-	echo "helm $("$helm" version --template '{{.Version}}') cached at $helm"
-else
-	echo "installing helm $helm_version with go install (a few minutes, once)"
-	start=$SECONDS
-	go install "$helm_module@$helm_version"
-	echo "helm installed at $helm in $((SECONDS - start))s"
-fi
-# The Go test looks on PATH first.
-export PATH="$bindir:$PATH"
+source scripts/helm-install.sh
 
 tls_on=(--set tls.enabled=true --set tls.secretName=idemnode-tls --set tls.clientCA.enabled=true
 	--set tls.clientCA.secretName=idemnode-client-ca --set gossipEncryption.enabled=true --set gossipEncryption.secretName=idemnode-gossip)

@@ -18,7 +18,7 @@ import (
 //
 //	go build -ldflags "-X main.version=v1.2.0 -X main.commit=$(git rev-parse HEAD)" ./cmd/idemnode
 //
-// Without -X, commit comes from the VCS stamp go build records.
+// Without -X, both come from what the go command records (see stamp).
 var version, commit = "dev", ""
 
 // formatVersions are the versions of the formats this binary writes, and
@@ -57,9 +57,23 @@ type versionInfo struct {
 }
 
 func buildInfo() versionInfo {
+	bi, _ := debug.ReadBuildInfo()
+	return stamp(version, commit, bi)
+}
+
+// stamp is the version and commit a binary reports: those -ldflags -X set
+// (scripts/release.sh sets both), else what the go command recorded in bi
+// (nil: nothing). `go install …/cmd/idemnode@v0.2.0` records the module
+// version v0.2.0 and no VCS revision (the module proxy serves no history);
+// a build in a clone records the revision, and "-modified" is added when the
+// tree had changes (untracked files count, as for the go command).
+func stamp(version, commit string, bi *debug.BuildInfo) versionInfo {
 	v := versionInfo{Version: version, Commit: commit, Go: runtime.Version(),
 		Platform: runtime.GOOS + "/" + runtime.GOARCH, Formats: formatVersions}
-	if bi, ok := debug.ReadBuildInfo(); ok && v.Commit == "" {
+	if bi != nil && v.Version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v.Version = bi.Main.Version
+	}
+	if bi != nil && v.Commit == "" {
 		var rev, modified string
 		for _, s := range bi.Settings {
 			switch s.Key {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -116,4 +117,32 @@ func storeFormatOnDisk(t *testing.T) int {
 	defer closer.Close()
 	v, _ := endian.Uvarint(b)
 	return int(v)
+}
+
+// TestStampFromBuildInfo: without -X, the version is the module version the
+// go command recorded (what `go install …@v0.2.0` gives), and the commit
+// its VCS revision, "-modified" for a changed tree; -X wins over both.
+func TestStampFromBuildInfo(t *testing.T) {
+	t.Parallel()
+	vcs := func(rev, modified string) []debug.BuildSetting {
+		return []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: modified}}
+	}
+	for _, tc := range []struct {
+		name                    string
+		version, commit         string
+		bi                      *debug.BuildInfo
+		wantVersion, wantCommit string
+	}{
+		{"go install from the module proxy", "dev", "", &debug.BuildInfo{Main: debug.Module{Version: "v0.2.0"}}, "v0.2.0", "unknown"},
+		{"a build without VCS stamp", "dev", "", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "dev", "unknown"},
+		{"a clean clone", "dev", "", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: vcs("abc123", "false")}, "dev", "abc123"},
+		{"a changed clone", "dev", "", &debug.BuildInfo{Main: debug.Module{Version: "v0.2.1-0.20261203081405-abc123+dirty"}, Settings: vcs("abc123", "true")},
+			"v0.2.1-0.20261203081405-abc123+dirty", "abc123-modified"},
+		{"-ldflags -X", "v9.8.7", "0123abc", &debug.BuildInfo{Main: debug.Module{Version: "v0.2.0"}, Settings: vcs("abc123", "true")}, "v9.8.7", "0123abc"},
+		{"no build info", "dev", "", nil, "dev", "unknown"},
+	} {
+		if v := stamp(tc.version, tc.commit, tc.bi); v.Version != tc.wantVersion || v.Commit != tc.wantCommit {
+			t.Errorf("%s: version %q, commit %q; want %q, %q", tc.name, v.Version, v.Commit, tc.wantVersion, tc.wantCommit)
+		}
+	}
 }
