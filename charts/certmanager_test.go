@@ -10,11 +10,9 @@ package charts_test
 import (
 	"crypto/x509"
 	"fmt"
-	"path"
 	"slices"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -114,44 +112,6 @@ func keys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// secretFile resolves the file a flag of the servers reads to the Secret
-// and key it comes from, through the container's mounts and the pod's
-// volumes, and checks the mount is read-only and the Secret's files 0400.
-func (m *manifests) secretFile(t *testing.T, flag string) (secret, key string) {
-	t.Helper()
-	c := m.container(t)
-	file, ok := hasArg(c, flag+"=")
-	if !ok {
-		t.Fatalf("no %s flag: %q", flag, c.Args)
-	}
-	dir, base := path.Split(file)
-	i := slices.IndexFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.MountPath+"/" == dir })
-	if i < 0 {
-		t.Fatalf("%s=%s: nothing is mounted at %s", flag, file, dir)
-	}
-	mount := c.VolumeMounts[i]
-	if !mount.ReadOnly || mount.SubPath != "" {
-		t.Errorf("%s: mount %+v, want read-only without subPath (Secret updates must reach the file)", flag, mount)
-	}
-	vols := m.sts.Spec.Template.Spec.Volumes
-	j := slices.IndexFunc(vols, func(v corev1.Volume) bool { return v.Name == mount.Name })
-	if j < 0 || vols[j].Secret == nil {
-		t.Fatalf("%s: volume %s is not a Secret", flag, mount.Name)
-	}
-	s := vols[j].Secret
-	if s.DefaultMode == nil || *s.DefaultMode != 0o400 {
-		t.Errorf("%s: Secret %s defaultMode %v, want 0400", flag, s.SecretName, s.DefaultMode)
-	}
-	if len(s.Items) == 0 {
-		return s.SecretName, base
-	}
-	k := slices.IndexFunc(s.Items, func(it corev1.KeyToPath) bool { return it.Path == base })
-	if k < 0 {
-		t.Fatalf("%s=%s: Secret %s projects %+v, not %s", flag, file, s.SecretName, s.Items, base)
-	}
-	return s.SecretName, s.Items[k].Key
 }
 
 // serverNames are the names clients dial the servers by: every pod by its

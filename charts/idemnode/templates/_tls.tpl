@@ -32,13 +32,12 @@ idemnode.ownClientCA is "true" when the chart makes the client CA itself
 {{- end }}
 
 {{/*
-idemnode.clientCAFile is the file under /etc/idemnode/client-ca that
---tls-client-ca reads. The chart's own client CA Secret is projected key by
-key (tls.crt, the CA certificate, as ca.crt) so its private key never
-reaches the servers; an existing Secret is mounted whole, as before.
+idemnode.clientCAKey is the key of the client CA's Secret holding the CA
+certificate (--tls-client-ca): tls.crt of the chart's own client CA, else
+tls.clientCA.key. The StatefulSet projects that key alone, as ca.crt.
 */}}
-{{- define "idemnode.clientCAFile" -}}
-{{- if include "idemnode.ownClientCA" . }}ca.crt{{ else }}{{ .Values.tls.clientCA.key }}{{ end }}
+{{- define "idemnode.clientCAKey" -}}
+{{- if include "idemnode.ownClientCA" . }}tls.crt{{ else }}{{ .Values.tls.clientCA.key }}{{ end }}
 {{- end }}
 
 {{/*
@@ -111,7 +110,7 @@ contradict each other or the existing-Secret settings. It renders nothing.
 {{- fail "tls.certManager.clientIssuerRef is set but tls.clientCA.enabled is false: client certificates are not required, so nothing uses the client issuer; set tls.clientCA.enabled=true, or clear clientIssuerRef" }}
 {{- end }}
 {{- if and $cm.clientIssuerRef.name (not $t.clientCA.secretName) }}
-{{- fail (printf "tls.certManager.clientIssuerRef names issuer %q, whose CA certificate the servers need: name the Secret holding it in tls.clientCA.secretName (and its key in tls.clientCA.key; only that key is read), e.g. the CA issuer's own Secret with key tls.crt" $cm.clientIssuerRef.name) }}
+{{- fail (printf "tls.certManager.clientIssuerRef names issuer %q, whose CA certificate the servers need: name the Secret holding it in tls.clientCA.secretName (and its key in tls.clientCA.key; only that key is mounted), e.g. the CA issuer's own Secret with key tls.crt" $cm.clientIssuerRef.name) }}
 {{- end }}
 {{- if and $cm.issuerRef.name $cm.clientIssuerRef.name (eq $cm.issuerRef.name $cm.clientIssuerRef.name) (eq $cm.issuerRef.kind $cm.clientIssuerRef.kind) }}
 {{- fail (printf "tls.certManager.issuerRef and clientIssuerRef are the same %s %q: the servers refuse a client CA that is the cluster CA (every client certificate would pass as a server's); give clients an issuer of their own" $cm.issuerRef.kind $cm.issuerRef.name) }}
