@@ -115,15 +115,18 @@ func keys[V any](m map[string]V) []string {
 }
 
 // serverNames are the names clients dial the servers by: every pod by its
-// stable DNS name, with and without the cluster domain, and the Services.
+// stable DNS name and both Services, each in the four forms a pod's DNS
+// search path resolves (X from the same namespace, X.<ns> from another,
+// X.<ns>.svc, and the full X.<ns>.svc.cluster.local).
 func serverNames(replicas int) []string {
-	var names []string
+	var hosts []string
 	for i := range replicas {
-		pod := fmt.Sprintf("%s-%d.%s.%s.svc", fullname, i, headless, ns)
-		names = append(names, pod, pod+".cluster.local")
+		hosts = append(hosts, fmt.Sprintf("%s-%d.%s", fullname, i, headless))
 	}
-	for _, svc := range []string{fullname, headless} {
-		names = append(names, svc+"."+ns+".svc", svc+"."+ns+".svc.cluster.local")
+	hosts = append(hosts, fullname, headless)
+	var names []string
+	for _, h := range hosts {
+		names = append(names, h, h+"."+ns, h+"."+ns+".svc", h+"."+ns+".svc.cluster.local")
 	}
 	return names
 }

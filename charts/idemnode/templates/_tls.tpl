@@ -42,27 +42,27 @@ tls.clientCA.key. The StatefulSet projects that key alone, as ca.crt.
 
 {{/*
 idemnode.serverDNSNames are the node certificate's DNS names, one per line:
-every pod by its stable name (with and without the cluster domain, since
-clients may use either), the headless Service, and the client Service in the
-forms a client in the cluster dials. Peers verify each other against the
-cluster CA, not by name (internal/tlsconfig PeerServerName), so these are
-for clients: the SDK dials every pod, the CLI and idemhttp the client Service.
+every pod by its stable name (<pod>.<headless>), the headless Service and
+the client Service, each in the four forms a pod's DNS search path resolves
+(from the same namespace X, from another X.<ns>, X.<ns>.svc, and the full
+X.<ns>.svc.<clusterDomain>). Peers verify each other against the cluster
+CA, not by name (internal/tlsconfig PeerServerName), so these are for
+clients: the SDK dials every pod, the CLI and idemhttp the client Service.
 */}}
 {{- define "idemnode.serverDNSNames" -}}
 {{- $full := include "idemnode.fullname" . }}
 {{- $headless := include "idemnode.headless" . }}
-{{- $ns := .Release.Namespace }}
-{{- $domain := .Values.clusterDomain }}
+{{- $hosts := list }}
 {{- range $i := until (int .Values.replicas) }}
-{{ printf "%s-%d.%s.%s.svc.%s" $full $i $headless $ns $domain }}
-{{ printf "%s-%d.%s.%s.svc" $full $i $headless $ns }}
+{{- $hosts = append $hosts (printf "%s-%d.%s" $full $i $headless) }}
 {{- end }}
-{{ printf "%s.%s.svc.%s" $headless $ns $domain }}
-{{ printf "%s.%s.svc" $headless $ns }}
-{{ printf "%s.%s.svc.%s" $full $ns $domain }}
-{{ printf "%s.%s.svc" $full $ns }}
-{{ printf "%s.%s" $full $ns }}
-{{ $full }}
+{{- range concat $hosts (list $headless $full) }}
+{{- $x := printf "%s.%s" . $.Release.Namespace }}
+{{ $x }}.svc.{{ $.Values.clusterDomain }}
+{{ $x }}.svc
+{{ $x }}
+{{ . }}
+{{- end }}
 {{- range .Values.tls.certManager.extraDnsNames }}
 {{ . }}
 {{- end }}
