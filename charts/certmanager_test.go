@@ -10,6 +10,7 @@ package charts_test
 import (
 	"crypto/x509"
 	"fmt"
+	"net"
 	"slices"
 	"testing"
 
@@ -25,6 +26,7 @@ type certificate struct {
 		SecretName  string   `json:"secretName"`
 		CommonName  string   `json:"commonName"`
 		DNSNames    []string `json:"dnsNames"`
+		IPAddresses []string `json:"ipAddresses"`
 		URIs        []string `json:"uris"`
 		IsCA        bool     `json:"isCA"`
 		Duration    string   `json:"duration"`
@@ -131,10 +133,14 @@ func serverNames(replicas int) []string {
 	return names
 }
 
-// missingNames returns the names the Certificate's dnsNames do not cover,
-// by crypto/x509's own host name matching (wildcards included).
+// missingNames returns the names (or IP addresses) the Certificate's
+// dnsNames and ipAddresses do not cover, by crypto/x509's own host name
+// matching (wildcards included).
 func missingNames(c *certificate, names []string) []string {
 	leaf := &x509.Certificate{DNSNames: c.Spec.DNSNames}
+	for _, a := range c.Spec.IPAddresses {
+		leaf.IPAddresses = append(leaf.IPAddresses, net.ParseIP(a))
+	}
 	var missing []string
 	for _, n := range names {
 		if leaf.VerifyHostname(n) != nil {
@@ -242,7 +248,7 @@ func TestCertManagerNamedIssuersRender(t *testing.T) {
 		"tls.certManager.clientIssuerRef.name=corp-clients", "tls.certManager.clientIssuerRef.kind=ClusterIssuer",
 		"tls.clientCA.secretName=corp-clients-ca", "tls.clientCA.key=tls.crt",
 		"tls.certManager.proxyClient.enabled=true", "tls.certManager.proxyClient.tenant=payments", "auth.enabled=true", "auth.certTenant=cn",
-		"tls.certManager.extraDnsNames={idemnode.example.com}")...)
+		"tls.certManager.extraDnsNames={idemnode.example.com}", "tls.certManager.extraIpAddresses={192.0.2.10,2001:db8::10}")...)
 	if len(m.issuers) != 0 || len(m.certificates) != 2 {
 		t.Fatalf("want the node and proxy Certificates and no Issuer, got Certificates %v Issuers %v", keys(m.certificates), keys(m.issuers))
 	}
@@ -250,7 +256,7 @@ func TestCertManagerNamedIssuersRender(t *testing.T) {
 	if want := (issuerRef{"corp-idemnode", "ClusterIssuer", "cert-manager.io"}); node == nil || node.Spec.IssuerRef != want {
 		t.Fatalf("node Certificate %+v, want issuerRef %+v", node, want)
 	}
-	if missing := missingNames(node, append(serverNames(3), "idemnode.example.com")); len(missing) != 0 {
+	if missing := missingNames(node, append(serverNames(3), "idemnode.example.com", "192.0.2.10", "2001:db8::10")); len(missing) != 0 {
 		t.Errorf("node Certificate's dnsNames do not cover %q", missing)
 	}
 	if secret, key := m.secretFile(t, "--peer-ca"); secret != node.Spec.SecretName || key != "ca.crt" {

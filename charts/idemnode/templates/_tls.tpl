@@ -127,7 +127,7 @@ contradict each other or the existing-Secret settings. It renders nothing.
 {{- end }}
 {{- end }}
 {{- else }}
-{{- range $name, $set := dict "tls.certManager.issuerRef.name" $cm.issuerRef.name "tls.certManager.clientIssuerRef.name" $cm.clientIssuerRef.name "tls.certManager.proxyClient.enabled" $cm.proxyClient.enabled "tls.certManager.extraDnsNames" $cm.extraDnsNames }}
+{{- range $name, $set := dict "tls.certManager.issuerRef.name" $cm.issuerRef.name "tls.certManager.clientIssuerRef.name" $cm.clientIssuerRef.name "tls.certManager.proxyClient.enabled" $cm.proxyClient.enabled "tls.certManager.extraDnsNames" $cm.extraDnsNames "tls.certManager.extraIpAddresses" $cm.extraIpAddresses }}
 {{- if $set }}
 {{- fail (printf "%s is set but tls.certManager.enabled is false: set tls.certManager.enabled=true, or clear %s" $name $name) }}
 {{- end }}
