@@ -10,11 +10,10 @@ package charts_test
 import (
 	"crypto/x509"
 	"fmt"
-	"path"
+	"net"
 	"slices"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -27,6 +26,7 @@ type certificate struct {
 		SecretName  string   `json:"secretName"`
 		CommonName  string   `json:"commonName"`
 		DNSNames    []string `json:"dnsNames"`
+		IPAddresses []string `json:"ipAddresses"`
 		URIs        []string `json:"uris"`
 		IsCA        bool     `json:"isCA"`
 		Duration    string   `json:"duration"`
@@ -116,62 +116,31 @@ func keys[V any](m map[string]V) []string {
 	return out
 }
 
-// secretFile resolves the file a flag of the servers reads to the Secret
-// and key it comes from, through the container's mounts and the pod's
-// volumes, and checks the mount is read-only and the Secret's files 0400.
-func (m *manifests) secretFile(t *testing.T, flag string) (secret, key string) {
-	t.Helper()
-	c := m.container(t)
-	file, ok := hasArg(c, flag+"=")
-	if !ok {
-		t.Fatalf("no %s flag: %q", flag, c.Args)
-	}
-	dir, base := path.Split(file)
-	i := slices.IndexFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.MountPath+"/" == dir })
-	if i < 0 {
-		t.Fatalf("%s=%s: nothing is mounted at %s", flag, file, dir)
-	}
-	mount := c.VolumeMounts[i]
-	if !mount.ReadOnly || mount.SubPath != "" {
-		t.Errorf("%s: mount %+v, want read-only without subPath (Secret updates must reach the file)", flag, mount)
-	}
-	vols := m.sts.Spec.Template.Spec.Volumes
-	j := slices.IndexFunc(vols, func(v corev1.Volume) bool { return v.Name == mount.Name })
-	if j < 0 || vols[j].Secret == nil {
-		t.Fatalf("%s: volume %s is not a Secret", flag, mount.Name)
-	}
-	s := vols[j].Secret
-	if s.DefaultMode == nil || *s.DefaultMode != 0o400 {
-		t.Errorf("%s: Secret %s defaultMode %v, want 0400", flag, s.SecretName, s.DefaultMode)
-	}
-	if len(s.Items) == 0 {
-		return s.SecretName, base
-	}
-	k := slices.IndexFunc(s.Items, func(it corev1.KeyToPath) bool { return it.Path == base })
-	if k < 0 {
-		t.Fatalf("%s=%s: Secret %s projects %+v, not %s", flag, file, s.SecretName, s.Items, base)
-	}
-	return s.SecretName, s.Items[k].Key
-}
-
 // serverNames are the names clients dial the servers by: every pod by its
-// stable DNS name, with and without the cluster domain, and the Services.
+// stable DNS name and both Services, each in the four forms a pod's DNS
+// search path resolves (X from the same namespace, X.<ns> from another,
+// X.<ns>.svc, and the full X.<ns>.svc.cluster.local).
 func serverNames(replicas int) []string {
-	var names []string
+	var hosts []string
 	for i := range replicas {
-		pod := fmt.Sprintf("%s-%d.%s.%s.svc", fullname, i, headless, ns)
-		names = append(names, pod, pod+".cluster.local")
+		hosts = append(hosts, fmt.Sprintf("%s-%d.%s", fullname, i, headless))
 	}
-	for _, svc := range []string{fullname, headless} {
-		names = append(names, svc+"."+ns+".svc", svc+"."+ns+".svc.cluster.local")
+	hosts = append(hosts, fullname, headless)
+	var names []string
+	for _, h := range hosts {
+		names = append(names, h, h+"."+ns, h+"."+ns+".svc", h+"."+ns+".svc.cluster.local")
 	}
 	return names
 }
 
-// missingNames returns the names the Certificate's dnsNames do not cover,
-// by crypto/x509's own host name matching (wildcards included).
+// missingNames returns the names (or IP addresses) the Certificate's
+// dnsNames and ipAddresses do not cover, by crypto/x509's own host name
+// matching (wildcards included).
 func missingNames(c *certificate, names []string) []string {
 	leaf := &x509.Certificate{DNSNames: c.Spec.DNSNames}
+	for _, a := range c.Spec.IPAddresses {
+		leaf.IPAddresses = append(leaf.IPAddresses, net.ParseIP(a))
+	}
 	var missing []string
 	for _, n := range names {
 		if leaf.VerifyHostname(n) != nil {
@@ -279,7 +248,7 @@ func TestCertManagerNamedIssuersRender(t *testing.T) {
 		"tls.certManager.clientIssuerRef.name=corp-clients", "tls.certManager.clientIssuerRef.kind=ClusterIssuer",
 		"tls.clientCA.secretName=corp-clients-ca", "tls.clientCA.key=tls.crt",
 		"tls.certManager.proxyClient.enabled=true", "tls.certManager.proxyClient.tenant=payments", "auth.enabled=true", "auth.certTenant=cn",
-		"tls.certManager.extraDnsNames={idemnode.example.com}")...)
+		"tls.certManager.extraDnsNames={idemnode.example.com}", "tls.certManager.extraIpAddresses={192.0.2.10,2001:db8::10}")...)
 	if len(m.issuers) != 0 || len(m.certificates) != 2 {
 		t.Fatalf("want the node and proxy Certificates and no Issuer, got Certificates %v Issuers %v", keys(m.certificates), keys(m.issuers))
 	}
@@ -287,7 +256,7 @@ func TestCertManagerNamedIssuersRender(t *testing.T) {
 	if want := (issuerRef{"corp-idemnode", "ClusterIssuer", "cert-manager.io"}); node == nil || node.Spec.IssuerRef != want {
 		t.Fatalf("node Certificate %+v, want issuerRef %+v", node, want)
 	}
-	if missing := missingNames(node, append(serverNames(3), "idemnode.example.com")); len(missing) != 0 {
+	if missing := missingNames(node, append(serverNames(3), "idemnode.example.com", "192.0.2.10", "2001:db8::10")); len(missing) != 0 {
 		t.Errorf("node Certificate's dnsNames do not cover %q", missing)
 	}
 	if secret, key := m.secretFile(t, "--peer-ca"); secret != node.Spec.SecretName || key != "ca.crt" {

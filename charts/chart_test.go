@@ -445,6 +445,8 @@ func TestRefusedConfigurations(t *testing.T) {
 		{certManagerOn("tls.certManager.duration=90d"), "at '/tls/certManager/duration'"},
 		{certManagerOn("tls.certManager.privateKey.size=256"), "at '/tls/certManager/privateKey'"},
 		{certManagerOn("tls.certManager.extraDnsNames={Bad_Name}"), "at '/tls/certManager/extraDnsNames/0'"},
+		{certManagerOn("tls.certManager.extraIpAddresses={10.0.0.300}"), "at '/tls/certManager/extraIpAddresses/0'"},
+		{[]string{"tls.certManager.extraIpAddresses={10.0.0.5}"}, "tls.certManager.extraIpAddresses is set but tls.certManager.enabled is false"},
 		{[]string{"limits.tenantClaimBurst=10"}, "a burst needs a rate"},
 		{[]string{"limits.tenantMaxKeys=-1"}, "at '/limits/tenantMaxKeys': minimum"},
 		{[]string{"limits.tenantClaimRate=fast"}, "at '/limits/tenantClaimRate'"},

@@ -238,3 +238,17 @@ float64: the whole-number flags are printed as integers, never as 1e+10.
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+idemnode.secretItems are a Secret volume's items for the keys in the list,
+each projected to a file of its own name (a key listed twice, once). A
+Secret volume without items mounts every key of the Secret, present and
+future: a CA's private key kept beside its certificate would reach the pods.
+*/}}
+{{- define "idemnode.secretItems" -}}
+items:
+{{- range uniq . }}
+  - key: {{ . | quote }}
+    path: {{ . | quote }}
+{{- end }}
+{{- end }}

@@ -32,38 +32,37 @@ idemnode.ownClientCA is "true" when the chart makes the client CA itself
 {{- end }}
 
 {{/*
-idemnode.clientCAFile is the file under /etc/idemnode/client-ca that
---tls-client-ca reads. The chart's own client CA Secret is projected key by
-key (tls.crt, the CA certificate, as ca.crt) so its private key never
-reaches the servers; an existing Secret is mounted whole, as before.
+idemnode.clientCAKey is the key of the client CA's Secret holding the CA
+certificate (--tls-client-ca): tls.crt of the chart's own client CA, else
+tls.clientCA.key. The StatefulSet projects that key alone, as ca.crt.
 */}}
-{{- define "idemnode.clientCAFile" -}}
-{{- if include "idemnode.ownClientCA" . }}ca.crt{{ else }}{{ .Values.tls.clientCA.key }}{{ end }}
+{{- define "idemnode.clientCAKey" -}}
+{{- if include "idemnode.ownClientCA" . }}tls.crt{{ else }}{{ .Values.tls.clientCA.key }}{{ end }}
 {{- end }}
 
 {{/*
 idemnode.serverDNSNames are the node certificate's DNS names, one per line:
-every pod by its stable name (with and without the cluster domain, since
-clients may use either), the headless Service, and the client Service in the
-forms a client in the cluster dials. Peers verify each other against the
-cluster CA, not by name (internal/tlsconfig PeerServerName), so these are
-for clients: the SDK dials every pod, the CLI and idemhttp the client Service.
+every pod by its stable name (<pod>.<headless>), the headless Service and
+the client Service, each in the four forms a pod's DNS search path resolves
+(from the same namespace X, from another X.<ns>, X.<ns>.svc, and the full
+X.<ns>.svc.<clusterDomain>). Peers verify each other against the cluster
+CA, not by name (internal/tlsconfig PeerServerName), so these are for
+clients: the SDK dials every pod, the CLI and idemhttp the client Service.
 */}}
 {{- define "idemnode.serverDNSNames" -}}
 {{- $full := include "idemnode.fullname" . }}
 {{- $headless := include "idemnode.headless" . }}
-{{- $ns := .Release.Namespace }}
-{{- $domain := .Values.clusterDomain }}
+{{- $hosts := list }}
 {{- range $i := until (int .Values.replicas) }}
-{{ printf "%s-%d.%s.%s.svc.%s" $full $i $headless $ns $domain }}
-{{ printf "%s-%d.%s.%s.svc" $full $i $headless $ns }}
+{{- $hosts = append $hosts (printf "%s-%d.%s" $full $i $headless) }}
 {{- end }}
-{{ printf "%s.%s.svc.%s" $headless $ns $domain }}
-{{ printf "%s.%s.svc" $headless $ns }}
-{{ printf "%s.%s.svc.%s" $full $ns $domain }}
-{{ printf "%s.%s.svc" $full $ns }}
-{{ printf "%s.%s" $full $ns }}
-{{ $full }}
+{{- range concat $hosts (list $headless $full) }}
+{{- $x := printf "%s.%s" . $.Release.Namespace }}
+{{ $x }}.svc.{{ $.Values.clusterDomain }}
+{{ $x }}.svc
+{{ $x }}
+{{ . }}
+{{- end }}
 {{- range .Values.tls.certManager.extraDnsNames }}
 {{ . }}
 {{- end }}
@@ -111,7 +110,7 @@ contradict each other or the existing-Secret settings. It renders nothing.
 {{- fail "tls.certManager.clientIssuerRef is set but tls.clientCA.enabled is false: client certificates are not required, so nothing uses the client issuer; set tls.clientCA.enabled=true, or clear clientIssuerRef" }}
 {{- end }}
 {{- if and $cm.clientIssuerRef.name (not $t.clientCA.secretName) }}
-{{- fail (printf "tls.certManager.clientIssuerRef names issuer %q, whose CA certificate the servers need: name the Secret holding it in tls.clientCA.secretName (and its key in tls.clientCA.key; only that key is read), e.g. the CA issuer's own Secret with key tls.crt" $cm.clientIssuerRef.name) }}
+{{- fail (printf "tls.certManager.clientIssuerRef names issuer %q, whose CA certificate the servers need: name the Secret holding it in tls.clientCA.secretName (and its key in tls.clientCA.key; only that key is mounted), e.g. the CA issuer's own Secret with key tls.crt" $cm.clientIssuerRef.name) }}
 {{- end }}
 {{- if and $cm.issuerRef.name $cm.clientIssuerRef.name (eq $cm.issuerRef.name $cm.clientIssuerRef.name) (eq $cm.issuerRef.kind $cm.clientIssuerRef.kind) }}
 {{- fail (printf "tls.certManager.issuerRef and clientIssuerRef are the same %s %q: the servers refuse a client CA that is the cluster CA (every client certificate would pass as a server's); give clients an issuer of their own" $cm.issuerRef.kind $cm.issuerRef.name) }}
@@ -128,7 +127,7 @@ contradict each other or the existing-Secret settings. It renders nothing.
 {{- end }}
 {{- end }}
 {{- else }}
-{{- range $name, $set := dict "tls.certManager.issuerRef.name" $cm.issuerRef.name "tls.certManager.clientIssuerRef.name" $cm.clientIssuerRef.name "tls.certManager.proxyClient.enabled" $cm.proxyClient.enabled "tls.certManager.extraDnsNames" $cm.extraDnsNames }}
+{{- range $name, $set := dict "tls.certManager.issuerRef.name" $cm.issuerRef.name "tls.certManager.clientIssuerRef.name" $cm.clientIssuerRef.name "tls.certManager.proxyClient.enabled" $cm.proxyClient.enabled "tls.certManager.extraDnsNames" $cm.extraDnsNames "tls.certManager.extraIpAddresses" $cm.extraIpAddresses }}
 {{- if $set }}
 {{- fail (printf "%s is set but tls.certManager.enabled is false: set tls.certManager.enabled=true, or clear %s" $name $name) }}
 {{- end }}
