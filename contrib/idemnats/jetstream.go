@@ -1,0 +1,96 @@
+// Package idemnats processes the messages of a NATS JetStream consumer once
+// per idempotency key, with idemnode: Handler turns a consume.Handler into a
+// jetstream.MessageHandler that claims each message's key before the handler
+// runs and acknowledges the message only after the result is recorded. The
+// broker-neutral part is package consume; this package adapts JetStream to
+// it. docs/CONSUMERS.md states the guarantee and its limits.
+package idemnats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemnode/idemnode/contrib/idemnats/consume"
+)
+
+// MsgID takes the key from the Nats-Msg-Id header, the id JetStream itself
+// deduplicates publishes by within the stream's Duplicates window; idemnode
+// keeps it for the Config's TTL, past that window and across redeliveries.
+func MsgID() consume.KeyFunc { return consume.FromHeader(nats.MsgIdHdr) }
+
+// NewMessage adapts one JetStream delivery to consume.Message.
+func NewMessage(m jetstream.Msg) consume.Message { return message{m} }
+
+// message is a jetstream.Msg seen as a consume.Message.
+type message struct{ m jetstream.Msg }
+
+func (m message) Data() []byte              { return m.m.Data() }
+func (m message) Header(name string) string { return m.m.Headers().Get(name) }
+func (m message) Ack() error                { return m.m.Ack() }
+func (m message) InProgress() error         { return m.m.InProgress() }
+func (m message) Term(reason string) error  { return m.m.TermWithReason(reason) }
+
+func (m message) Deliveries() int {
+	md, err := m.m.Metadata()
+	if err != nil {
+		return 0
+	}
+	return int(md.NumDelivered)
+}
+
+func (m message) Nak(delay time.Duration) error {
+	if delay <= 0 {
+		return m.m.Nak()
+	}
+	return m.m.NakWithDelay(delay)
+}
+
+// Handler returns the handler to give cons.Consume: each message runs h
+// through a consume.Processor built from cfg, with these JetStream defaults
+// for what cfg leaves zero:
+//
+//   - Key: MsgID (the Nats-Msg-Id header).
+//   - Scope: "jetstream/<stream>/<consumer>", so competing subscribers of one
+//     durable consumer share keys and two consumers of one stream do not.
+//     An ephemeral consumer's name changes when it is made again: give such
+//     consumers a Scope.
+//   - Heartbeat: a third of the consumer's AckWait, so a handler slower than
+//     AckWait is not redelivered while it runs; negative sends none.
+//
+// The consumer must acknowledge explicitly (AckExplicitPolicy). A message
+// whose handler keeps failing is handed back until the consumer's MaxDeliver
+// ends it, and JetStream publishes its MAX_DELIVERIES advisory; the key was
+// released after each failure. ctx ends the work of every message in flight
+// (their keys are released and the messages handed back).
+func Handler(ctx context.Context, cons jetstream.Consumer, cfg consume.Config, h consume.Handler) (jetstream.MessageHandler, error) {
+	info := cons.CachedInfo()
+	if info == nil {
+		return nil, errors.New("idemnats: the consumer has no cached info")
+	}
+	if info.Config.AckPolicy != jetstream.AckExplicitPolicy {
+		return nil, fmt.Errorf("idemnats: consumer %s acks with %s; want explicit acknowledgements (AckExplicitPolicy), or a message could be acknowledged before its result is recorded", info.Name, info.Config.AckPolicy)
+	}
+	if cfg.Key == nil {
+		cfg.Key = MsgID()
+	}
+	if cfg.Scope == "" {
+		cfg.Scope = "jetstream/" + info.Stream + "/" + info.Name
+	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = info.Config.AckWait / 3
+	}
+	p, err := consume.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("idemnats: %w", err)
+	}
+	return func(m jetstream.Msg) {
+		// Process reports every failure to the broker (Nak or Term) and
+		// logs what it cannot return; nothing is left for the callback.
+		_, _ = p.Process(ctx, NewMessage(m), h)
+	}, nil
+}
