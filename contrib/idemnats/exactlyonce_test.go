@@ -67,20 +67,23 @@ func TestKilledConsumerMidMessage(t *testing.T) {
 	const name = "KILLED"
 	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: time.Second})
 	fx := newEffects(40)
-	started, release := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() { close(release) })
+	started := make(chan struct{})
+	var once sync.Once
 	victim := e.startWorker(t, name, consume.Config{}, func(ctx context.Context, m consume.Message) ([]byte, error) {
-		close(started)
-		<-release
-		return nil, errors.New("the process is dead: this return never happens in production")
+		once.Do(func() { close(started) })
+		// Blocked until the test ends (its cleanup cancels ctx): the
+		// process is dead, and this handler never gets to its effect.
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
 	}, nil)
 	ids := e.publish(t, name, 0, 1)
+	victimID := ids[0]
 	<-started
 	victim.kill()
 
 	var held atomic.Int32
 	wrap := func(m jetstream.Msg) jetstream.Msg {
-		if keyOf(m) == ids[0] {
+		if keyOf(m) == victimID {
 			held.Add(1)
 		}
 		return m

@@ -146,10 +146,11 @@ func (e *env) startWorker(t testing.TB, name string, cfg consume.Config, h consu
 	if err != nil {
 		t.Fatalf("consumer: %v", err)
 	}
-	handle, err := idemnats.Handler(ctx, cons, cfg, h)
+	hd, err := idemnats.NewHandler(ctx, cons, cfg, h)
 	if err != nil {
 		t.Fatalf("handler: %v", err)
 	}
+	handle := hd.Handle
 	if wrap != nil {
 		inner := handle
 		handle = func(m jetstream.Msg) { inner(wrap(m)) }
@@ -160,7 +161,7 @@ func (e *env) startWorker(t testing.TB, name string, cfg consume.Config, h consu
 	if err != nil {
 		t.Fatalf("consume: %v", err)
 	}
-	t.Cleanup(w.cc.Stop)
+	t.Cleanup(func() { w.cc.Stop(); cancel(); hd.Wait() })
 	return w
 }
 

@@ -50,9 +50,17 @@ func (m message) Nak(delay time.Duration) error {
 	return m.m.NakWithDelay(delay)
 }
 
-// Handler returns the handler to give cons.Consume: each message runs h
-// through a consume.Processor built from cfg, with these JetStream defaults
-// for what cfg leaves zero:
+// Handler processes the messages of one subscription to a JetStream
+// consumer: give Handle to cons.Consume, and after stopping the
+// subscription, Wait for the messages still in flight.
+type Handler struct {
+	ctx  context.Context
+	lane *consume.Lane
+}
+
+// NewHandler returns the handler of one subscription to cons: each message
+// runs h through a consume.Processor built from cfg (one consume.Lane), with
+// these JetStream defaults for what cfg leaves zero:
 //
 //   - Key: MsgID (the Nats-Msg-Id header).
 //   - Scope: "jetstream/<stream>/<consumer>", so competing subscribers of one
@@ -67,7 +75,12 @@ func (m message) Nak(delay time.Duration) error {
 // ends it, and JetStream publishes its MAX_DELIVERIES advisory; the key was
 // released after each failure. ctx ends the work of every message in flight
 // (their keys are released and the messages handed back).
-func Handler(ctx context.Context, cons jetstream.Consumer, cfg consume.Config, h consume.Handler) (jetstream.MessageHandler, error) {
+//
+// With cfg.Depth above 1, set the consumer's MaxAckPending to at least
+// Depth times the number of subscribers, and its AckWait well above the
+// time Depth messages take, or JetStream holds back or redelivers messages
+// a subscriber has taken but not yet started.
+func NewHandler(ctx context.Context, cons jetstream.Consumer, cfg consume.Config, h consume.Handler) (*Handler, error) {
 	info := cons.CachedInfo()
 	if info == nil {
 		return nil, errors.New("idemnats: the consumer has no cached info")
@@ -88,9 +101,18 @@ func Handler(ctx context.Context, cons jetstream.Consumer, cfg consume.Config, h
 	if err != nil {
 		return nil, fmt.Errorf("idemnats: %w", err)
 	}
-	return func(m jetstream.Msg) {
-		// Process reports every failure to the broker (Nak or Term) and
-		// logs what it cannot return; nothing is left for the callback.
-		_, _ = p.Process(ctx, NewMessage(m), h)
-	}, nil
+	return &Handler{ctx: ctx, lane: p.Lane(h)}, nil
 }
+
+// Handle is the jetstream.MessageHandler: it returns once the message is
+// taken into the lane (at once unless Depth messages are in flight).
+func (hd *Handler) Handle(m jetstream.Msg) {
+	if err := hd.lane.Go(hd.ctx, NewMessage(m)); err != nil {
+		// Shutting down: hand the message back for another subscriber.
+		_ = m.Nak()
+	}
+}
+
+// Wait returns when every message given to Handle is done (acknowledged,
+// handed back or ended).
+func (hd *Handler) Wait() { hd.lane.Wait() }

@@ -267,7 +267,7 @@ func TestHandlerRefusesAutoAck(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	_, err = idemnats.Handler(ctx, cons, consume.Config{Client: cl}, nil)
+	_, err = idemnats.NewHandler(ctx, cons, consume.Config{Client: cl}, nil)
 	if err == nil || !strings.Contains(err.Error(), "AckExplicitPolicy") {
 		t.Errorf("Handler on an AckNone consumer: %v, want a refusal naming AckExplicitPolicy", err)
 	}

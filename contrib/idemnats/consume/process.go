@@ -43,6 +43,11 @@ type Config struct {
 	// (default 1s); the broker's own limit (JetStream's MaxDeliver) counts
 	// the attempts.
 	FailureDelay time.Duration
+	// Depth is how many messages a Lane (one subscriber) holds claimed at
+	// once; their handlers still run one at a time. Above 1, idemnode's
+	// round trips overlap the handler's work (default 1: one message at a
+	// time, in delivery order).
+	Depth int
 	// Logger receives what Process cannot return; nil is slog.Default().
 	Logger *slog.Logger
 }
@@ -95,9 +100,10 @@ func New(cfg Config) (*Processor, error) {
 		return nil, errors.New("consume: Config.Scope is required (name the kind of processing)")
 	case cfg.Key == nil:
 		return nil, errors.New("consume: Config.Key is required (FromHeader, FromJSONField or your own)")
-	case cfg.Lease < 0 || cfg.TTL < 0 || cfg.RetryDelay < 0 || cfg.FailureDelay < 0:
-		return nil, errors.New("consume: Lease, TTL, RetryDelay and FailureDelay must not be negative")
+	case cfg.Lease < 0 || cfg.TTL < 0 || cfg.RetryDelay < 0 || cfg.FailureDelay < 0 || cfg.Depth < 0:
+		return nil, errors.New("consume: Lease, TTL, RetryDelay, FailureDelay and Depth must not be negative")
 	}
+	cfg.Depth = max(cfg.Depth, 1)
 	if cfg.Fingerprint == nil {
 		cfg.Fingerprint = func(m Message) []byte { return client.Fingerprint(m.Data()) }
 	}

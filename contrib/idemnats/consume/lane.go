@@ -1,0 +1,61 @@
+package consume
+
+import (
+	"context"
+	"sync"
+)
+
+// A Lane processes the messages of one subscriber: it holds up to
+// Config.Depth of them claimed at once while their handlers run one at a time, so the
+// claim of the next message and the recording and acknowledgement of the
+// last overlap the handler of this one. The handler's work is as serial as
+// a bare consumer's; only idemnode's round trips run beside it. Messages of
+// one Lane may finish out of their delivery order when Depth is above 1
+// (competing subscribers reorder them anyway).
+type Lane struct {
+	p *Processor
+	h Handler
+	// slots bounds the messages in flight; turn lets one handler run.
+	slots chan struct{}
+	turn  chan struct{}
+	wg    sync.WaitGroup
+}
+
+// Lane returns a lane running h, for one subscriber.
+func (p *Processor) Lane(h Handler) *Lane {
+	return &Lane{p: p, h: h, slots: make(chan struct{}, p.cfg.Depth), turn: make(chan struct{}, 1)}
+}
+
+// Go waits for a free slot, then processes m in the background (Process);
+// the broker learns the outcome through m. It returns at once with ctx's
+// error, m untouched, when ctx ends first.
+func (l *Lane) Go(ctx context.Context, m Message) error {
+	select {
+	case l.slots <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer func() { <-l.slots }()
+		// Process reports every failure to the broker and logs what it
+		// cannot return.
+		_, _ = l.p.Process(ctx, m, l.serial)
+	}()
+	return nil
+}
+
+// Wait returns when every message given to Go is done.
+func (l *Lane) Wait() { l.wg.Wait() }
+
+// serial runs the lane's handler once no other handler of the lane runs.
+func (l *Lane) serial(ctx context.Context, m Message) ([]byte, error) {
+	select {
+	case l.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	defer func() { <-l.turn }()
+	return l.h(ctx, m)
+}
