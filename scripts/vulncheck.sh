@@ -49,3 +49,5 @@ if [ -z "${VULNDB:-}" ]; then
 	fi
 fi
 "$GOBIN/govulncheck" -db "$VULNDB" ./...
+# Modules of their own (integrations whose dependencies SDK users never download).
+for mod in contrib/idemnats examples/nats-consumer; do (cd "$mod" && "$GOBIN/govulncheck" -db "$VULNDB" ./...); done
