@@ -139,3 +139,44 @@ func (e *env) rate(b *testing.B, name string, cl *client.Client) time.Duration {
 	}
 	return elapsed
 }
+
+// BenchmarkClusterPairs measures what bounds the helper when idemnode's
+// capacity, not its latency, is the limit: the rate of claim and complete
+// pairs the in-process cluster answers to 32 concurrent callers in this
+// process, without NATS.
+func BenchmarkClusterPairs(b *testing.B) {
+	e := newEnv(b)
+	cl := e.newClient(b)
+	ctx := context.Background()
+	const callers, pairs = 32, 2000
+	var elapsed time.Duration
+	for range b.N {
+		var next atomic.Int64
+		errs := make(chan error, callers)
+		start := time.Now()
+		for range callers {
+			go func() {
+				for next.Add(1) <= pairs {
+					id := client.ID{Scope: "bench/pairs", Key: client.NewKey()}
+					c, err := cl.Claim(ctx, id, nil)
+					if err == nil {
+						_, err = cl.Complete(ctx, id, c.Token, client.Response{Status: 200})
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range callers {
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+		elapsed += time.Since(start)
+	}
+	b.ReportMetric(float64(b.N*pairs)/elapsed.Seconds(), "pairs/s")
+	b.ReportMetric(0, "ns/op")
+}
