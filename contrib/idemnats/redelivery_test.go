@@ -48,17 +48,22 @@ func (d *maxDeliveries) of(key string) uint64 {
 	return d.n[key]
 }
 
+// oneSlowMessage prepares a consumer with a one-second AckWait, the effects
+// of one message and a record of its deliveries.
+func oneSlowMessage(t *testing.T, name string) (*env, *effects, *maxDeliveries) {
+	e := newEnv(t)
+	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: time.Second})
+	return e, newEffects(1), newMaxDeliveries()
+}
+
 // TestAckWaitExpiresWithoutHeartbeat runs a handler past AckWait with the
 // heartbeat off: JetStream redelivers the message to the other worker while
 // the first still runs it; the redelivery finds the key in progress and goes
 // back (Nak with delay), and the one after the first worker's completion is
 // acknowledged unrun. The effect happens once.
 func TestAckWaitExpiresWithoutHeartbeat(t *testing.T) {
-	e := newEnv(t)
 	const name = "ACKWAIT"
-	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: time.Second})
-	fx := newEffects(1)
-	seen := newMaxDeliveries()
+	e, fx, seen := oneSlowMessage(t, name)
 	slow := func(ctx context.Context, m consume.Message) ([]byte, error) {
 		// Slower than AckWait: it returns only once JetStream gave up on
 		// this delivery and handed the message out again.
@@ -84,11 +89,8 @@ func TestAckWaitExpiresWithoutHeartbeat(t *testing.T) {
 // TestHeartbeatHoldsSlowMessage runs a handler for three AckWaits with the
 // default heartbeat (a third of AckWait): JetStream does not redeliver it.
 func TestHeartbeatHoldsSlowMessage(t *testing.T) {
-	e := newEnv(t)
 	const name = "HEARTBEAT"
-	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: time.Second})
-	fx := newEffects(1)
-	seen := newMaxDeliveries()
+	e, fx, seen := oneSlowMessage(t, name)
 	slow := func(ctx context.Context, m consume.Message) ([]byte, error) {
 		time.Sleep(3 * time.Second) // the simulated work: three AckWaits long
 		fx.apply(m.Header(nats.MsgIdHdr))
