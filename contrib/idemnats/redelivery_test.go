@@ -274,3 +274,35 @@ func TestHandlerRefusesAutoAck(t *testing.T) {
 		t.Errorf("Handler on an AckNone consumer: %v, want a refusal naming AckExplicitPolicy", err)
 	}
 }
+
+// TestKeyReusedForAnotherPayloadTerminates takes the key from an event-id
+// header and publishes two messages under one id with different payloads:
+// the first runs, the second is ended unrun (MISMATCH).
+func TestKeyReusedForAnotherPayloadTerminates(t *testing.T) {
+	e := newEnv(t)
+	const name = "REUSED"
+	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: 5 * time.Second})
+	sub := e.advisories(t, "MSG_TERMINATED", name)
+	var runs atomic.Int32
+	e.startWorker(t, name, consume.Config{Key: consume.FromHeader("event-id")}, func(ctx context.Context, m consume.Message) ([]byte, error) {
+		runs.Add(1)
+		return nil, nil
+	}, nil)
+	_, js := e.connect(t)
+	for _, body := range []string{`{"amount":1}`, `{"amount":2}`} {
+		msg := nats.NewMsg(name + ".work")
+		msg.Header.Set("event-id", "evt-1")
+		msg.Data = []byte(body)
+		if _, err := js.PublishMsg(context.Background(), msg); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	adv := nextAdvisory(t, sub)
+	if reason, _ := adv["reason"].(string); !strings.Contains(reason, "different request") {
+		t.Errorf("advisory %v, want the reason to say the key was reused", adv)
+	}
+	e.settled(t, name, 30*time.Second)
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the handler ran %d times, want 1", n)
+	}
+}
