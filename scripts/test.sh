@@ -11,5 +11,5 @@ go vet -tags faults ./cluster ./rpc ./cmd/idemnode
 # macOS builds too (the README's first command is a Mac user's first step).
 GOOS=darwin GOARCH=arm64 go build ./...
 go test -race -count=1 -timeout 20m ./... "$@"
-# contrib/idemnats is its own module (nats.go stays out of the SDK's): a real nats-server in-process.
-(cd contrib/idemnats && go vet ./... && go test -race -count=1 -timeout 10m ./... "$@" && cd ../../examples/nats-consumer && go vet ./...)
+# Modules of their own (nats.go stays out of the SDK's), tested against a real nats-server in-process.
+for mod in contrib/idemnats examples/nats-consumer; do (cd "$mod" && go vet ./... && go test -race -count=1 -timeout 10m ./... "$@"); done
