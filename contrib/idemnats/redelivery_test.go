@@ -136,20 +136,29 @@ func nextAdvisory(t *testing.T, sub *nats.Subscription) map[string]any {
 	return adv
 }
 
+// counted makes consumer name with cc, subscribes to its advisories of
+// kind, and starts one worker whose handler counts its runs and answers
+// with answer.
+func counted(t *testing.T, name, kind string, cc jetstream.ConsumerConfig, cfg consume.Config, answer func() ([]byte, error)) (*env, *worker, *nats.Subscription, *atomic.Int32) {
+	t.Helper()
+	e := newEnv(t)
+	e.consumer(t, name, cc)
+	sub := e.advisories(t, kind, name)
+	runs := new(atomic.Int32)
+	w := e.startWorker(t, name, cfg, func(ctx context.Context, m consume.Message) ([]byte, error) {
+		runs.Add(1)
+		return answer()
+	}, nil)
+	return e, w, sub, runs
+}
+
 // TestFailingMessageFollowsMaxDeliver fails the handler on every delivery:
 // the key is released after each, the message is delivered MaxDeliver
 // times, and JetStream publishes its MAX_DELIVERIES advisory.
 func TestFailingMessageFollowsMaxDeliver(t *testing.T) {
-	e := newEnv(t)
 	const name = "FAILING"
-	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: 5 * time.Second, MaxDeliver: 3})
-	sub := e.advisories(t, "MAX_DELIVERIES", name)
-	var runs atomic.Int32
-	cl := e.newClient(t)
-	w := e.startWorker(t, name, consume.Config{Client: cl}, func(ctx context.Context, m consume.Message) ([]byte, error) {
-		runs.Add(1)
-		return nil, errors.New("downstream unavailable")
-	}, nil)
+	e, w, sub, runs := counted(t, name, "MAX_DELIVERIES", jetstream.ConsumerConfig{AckWait: 5 * time.Second, MaxDeliver: 3}, consume.Config{},
+		func() ([]byte, error) { return nil, errors.New("downstream unavailable") })
 	ids := e.publish(t, name, 0, 1)
 	adv := nextAdvisory(t, sub)
 	if adv["deliveries"] != float64(3) {
@@ -168,15 +177,9 @@ func TestFailingMessageFollowsMaxDeliver(t *testing.T) {
 // and ends the message: no redelivery, a MSG_TERMINATED advisory, the key
 // completed with the error's text.
 func TestPermanentFailureTerminates(t *testing.T) {
-	e := newEnv(t)
 	const name = "PERMANENT"
-	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: 5 * time.Second})
-	sub := e.advisories(t, "MSG_TERMINATED", name)
-	var runs atomic.Int32
-	w := e.startWorker(t, name, consume.Config{}, func(ctx context.Context, m consume.Message) ([]byte, error) {
-		runs.Add(1)
-		return nil, client.Permanent(errors.New("card declined"))
-	}, nil)
+	e, w, sub, runs := counted(t, name, "MSG_TERMINATED", jetstream.ConsumerConfig{AckWait: 5 * time.Second}, consume.Config{},
+		func() ([]byte, error) { return nil, client.Permanent(errors.New("card declined")) })
 	ids := e.publish(t, name, 0, 1)
 	adv := nextAdvisory(t, sub)
 	if reason, _ := adv["reason"].(string); !strings.Contains(reason, "card declined") {
@@ -195,15 +198,9 @@ func TestPermanentFailureTerminates(t *testing.T) {
 // TestMessageWithoutKeyTerminates ends a message that has no Nats-Msg-Id
 // without running the handler or storing anything.
 func TestMessageWithoutKeyTerminates(t *testing.T) {
-	e := newEnv(t)
 	const name = "NOKEY"
-	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: 5 * time.Second})
-	sub := e.advisories(t, "MSG_TERMINATED", name)
-	var runs atomic.Int32
-	e.startWorker(t, name, consume.Config{}, func(ctx context.Context, m consume.Message) ([]byte, error) {
-		runs.Add(1)
-		return nil, nil
-	}, nil)
+	e, _, sub, runs := counted(t, name, "MSG_TERMINATED", jetstream.ConsumerConfig{AckWait: 5 * time.Second}, consume.Config{},
+		func() ([]byte, error) { return nil, nil })
 	_, js := e.connect(t)
 	if _, err := js.Publish(context.Background(), name+".work", []byte(`{}`)); err != nil {
 		t.Fatalf("publish: %v", err)
@@ -279,15 +276,9 @@ func TestHandlerRefusesAutoAck(t *testing.T) {
 // header and publishes two messages under one id with different payloads:
 // the first runs, the second is ended unrun (MISMATCH).
 func TestKeyReusedForAnotherPayloadTerminates(t *testing.T) {
-	e := newEnv(t)
 	const name = "REUSED"
-	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: 5 * time.Second})
-	sub := e.advisories(t, "MSG_TERMINATED", name)
-	var runs atomic.Int32
-	e.startWorker(t, name, consume.Config{Key: consume.FromHeader("event-id")}, func(ctx context.Context, m consume.Message) ([]byte, error) {
-		runs.Add(1)
-		return nil, nil
-	}, nil)
+	e, _, sub, runs := counted(t, name, "MSG_TERMINATED", jetstream.ConsumerConfig{AckWait: 5 * time.Second}, consume.Config{Key: consume.FromHeader("event-id")},
+		func() ([]byte, error) { return nil, nil })
 	_, js := e.connect(t)
 	for _, body := range []string{`{"amount":1}`, `{"amount":2}`} {
 		msg := nats.NewMsg(name + ".work")
