@@ -49,6 +49,9 @@ func (m countedAck) Ack() error {
 	return err
 }
 
+// streams numbers the benchmark's streams.
+var streams atomic.Int64
+
 // BenchmarkRateAgainstBare measures, in one run, the rate of 8 competing
 // subscribers of a durable JetStream consumer doing 2 ms of work per message
 // and acknowledging it, bare and through idemnats (claim, work, complete,
@@ -60,7 +63,8 @@ func BenchmarkRateAgainstBare(b *testing.B) {
 	cl := e.newClient(b, func(c *client.Config) { c.Lease = 30 * time.Second })
 	var bare, helped time.Duration
 	for i := range b.N {
-		bareName, helpedName := fmt.Sprintf("BARE%d", i), fmt.Sprintf("HELPED%d", i)
+		n := streams.Add(1) // the env is shared by every run: fresh names each time
+		bareName, helpedName := fmt.Sprintf("BARE%d", n), fmt.Sprintf("HELPED%d", n)
 		runs := []func(){
 			func() { bare += e.rate(b, bareName, nil) },
 			func() { helped += e.rate(b, helpedName, cl) },
@@ -120,7 +124,7 @@ func (e *env) rate(b *testing.B, name string, cl *client.Client) time.Duration {
 				b.Fatalf("handler: %v", err)
 			}
 			handle = hd.Handle
-			defer hd.Wait()
+			defer hd.Drain()
 		}
 		cc, err := cons.Consume(func(m jetstream.Msg) { handle(countedAck{m, count}) }, jetstream.PullMaxMessages(10))
 		if err != nil {

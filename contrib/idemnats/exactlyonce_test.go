@@ -27,7 +27,7 @@ func effectHandler(fx *effects) consume.Handler {
 // every message's effect happens exactly once and every message is
 // acknowledged.
 func TestCompetingConsumersAcrossLeaderFailover(t *testing.T) {
-	e := newEnv(t)
+	e := newOwnEnv(t)
 	const name, n = "COMPETE", 300
 	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: 5 * time.Second})
 	fx := newEffects(n)

@@ -3,6 +3,7 @@ package idemnats_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/idemnode/idemnode/contrib/idemnats"
 	"github.com/idemnode/idemnode/contrib/idemnats/consume"
 	"github.com/idemnode/idemnode/internal/testcluster"
+	"github.com/idemnode/idemnode/internal/testmain"
 	"github.com/idemnode/idemnode/internal/testutil"
 )
 
@@ -25,7 +27,23 @@ type env struct {
 	nats    *natsserver.Server
 }
 
-func newEnv(t testing.TB) *env {
+// shared is the env of every test but those that harm their cluster: each
+// test uses streams and keys of its own names in it.
+var shared *env
+
+func TestMain(m *testing.M) {
+	tb := testmain.New("idemnats")
+	shared = newOwnEnv(tb)
+	code := m.Run()
+	tb.Close()
+	os.Exit(code)
+}
+
+// newEnv returns the shared env.
+func newEnv(testing.TB) *env { return shared }
+
+// newOwnEnv starts an env for t alone, for a test that crashes a node.
+func newOwnEnv(t testing.TB) *env {
 	t.Helper()
 	c := testcluster.Start(t, 3, testcluster.Options{})
 	return &env{cluster: c, nats: startNATS(t, c.Addrs.IP(1))}
@@ -161,7 +179,7 @@ func (e *env) startWorker(t testing.TB, name string, cfg consume.Config, h consu
 	if err != nil {
 		t.Fatalf("consume: %v", err)
 	}
-	t.Cleanup(func() { w.cc.Stop(); cancel(); hd.Wait() })
+	t.Cleanup(func() { w.cc.Stop(); cancel(); hd.Drain() })
 	return w
 }
 

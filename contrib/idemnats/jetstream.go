@@ -52,7 +52,7 @@ func (m message) Nak(delay time.Duration) error {
 
 // Handler processes the messages of one subscription to a JetStream
 // consumer: give Handle to cons.Consume, and after stopping the
-// subscription, Wait for the messages still in flight.
+// subscription, Drain it.
 type Handler struct {
 	ctx  context.Context
 	lane *consume.Lane
@@ -108,11 +108,14 @@ func NewHandler(ctx context.Context, cons jetstream.Consumer, cfg consume.Config
 // taken into the lane (at once unless Depth messages are in flight).
 func (hd *Handler) Handle(m jetstream.Msg) {
 	if err := hd.lane.Go(hd.ctx, NewMessage(m)); err != nil {
-		// Shutting down: hand the message back for another subscriber.
+		// Shutting down (ctx ended, or drained): hand the message back
+		// for another subscriber.
 		_ = m.Nak()
 	}
 }
 
-// Wait returns when every message given to Handle is done (acknowledged,
-// handed back or ended).
-func (hd *Handler) Wait() { hd.lane.Wait() }
+// Drain makes Handle hand every further message back (Nak), and returns
+// when every message it took is done (acknowledged, handed back or ended).
+// Stop the subscription first: its callback may still run for a moment
+// after ConsumeContext.Stop returns.
+func (hd *Handler) Drain() { hd.lane.Drain() }

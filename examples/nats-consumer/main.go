@@ -105,7 +105,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	<-ctx.Done()
 	for i, cc := range subs {
 		cc.Stop()
-		handlers[i].Wait()
+		handlers[i].Drain()
 	}
 	if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
 		return err

@@ -2,8 +2,12 @@ package consume
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
+
+// ErrDrained means the Lane was drained: it takes no more messages.
+var ErrDrained = errors.New("consume: lane drained")
 
 // A Lane processes the messages of one subscriber: it holds up to
 // Config.Depth of them claimed at once while their handlers run one at a time, so the
@@ -19,6 +23,10 @@ type Lane struct {
 	slots chan struct{}
 	turn  chan struct{}
 	wg    sync.WaitGroup
+	// mu orders Go's wg.Add against Drain: a broker's callback may still
+	// hand over a message while the subscriber is being stopped.
+	mu      sync.Mutex
+	drained bool
 }
 
 // Lane returns a lane running h, for one subscriber.
@@ -27,15 +35,22 @@ func (p *Processor) Lane(h Handler) *Lane {
 }
 
 // Go waits for a free slot, then processes m in the background (Process);
-// the broker learns the outcome through m. It returns at once with ctx's
-// error, m untouched, when ctx ends first.
+// the broker learns the outcome through m. It returns at once, m untouched,
+// with ctx's error when ctx ends first, or ErrDrained after Drain.
 func (l *Lane) Go(ctx context.Context, m Message) error {
+	l.mu.Lock()
+	if l.drained {
+		l.mu.Unlock()
+		return ErrDrained
+	}
+	l.wg.Add(1)
+	l.mu.Unlock()
 	select {
 	case l.slots <- struct{}{}:
 	case <-ctx.Done():
+		l.wg.Done()
 		return context.Cause(ctx)
 	}
-	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
 		defer func() { <-l.slots }()
@@ -46,8 +61,14 @@ func (l *Lane) Go(ctx context.Context, m Message) error {
 	return nil
 }
 
-// Wait returns when every message given to Go is done.
-func (l *Lane) Wait() { l.wg.Wait() }
+// Drain stops the lane taking messages (Go answers ErrDrained) and returns
+// when every message it took is done.
+func (l *Lane) Drain() {
+	l.mu.Lock()
+	l.drained = true
+	l.mu.Unlock()
+	l.wg.Wait()
+}
 
 // serial runs the lane's handler once no other handler of the lane runs.
 func (l *Lane) serial(ctx context.Context, m Message) ([]byte, error) {
