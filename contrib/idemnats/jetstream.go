@@ -1,9 +1,9 @@
 // Package idemnats processes the messages of a NATS JetStream consumer once
-// per idempotency key, with idemnode: Handler turns a consume.Handler into a
-// jetstream.MessageHandler that claims each message's key before the handler
-// runs and acknowledges the message only after the result is recorded. The
-// broker-neutral part is package consume; this package adapts JetStream to
-// it. docs/CONSUMERS.md states the guarantee and its limits.
+// per idempotency key, with idemnode: a Handler (NewHandler) claims each
+// message's key before the handler runs and acknowledges the message only
+// after the result is recorded. The broker-neutral part is package consume;
+// this package adapts JetStream to it. docs/CONSUMERS.md states the
+// guarantee and its limits.
 package idemnats
 
 import (
