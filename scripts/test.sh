@@ -11,6 +11,10 @@ go vet -tags faults ./cluster ./rpc ./cmd/idemnode
 # macOS builds too (the README's first command is a Mac user's first step).
 GOOS=darwin GOARCH=arm64 go build ./...
 go test -race -count=1 -timeout 20m ./... "$@"
-# contrib/idempg (its own module) against a real PostgreSQL, and its example.
-(cd contrib/idempg && go vet ./... && go test -race -count=1 -timeout 10m ./...)
+# The modules of their own under contrib/ (their dependencies stay out of the
+# SDK's go.mod), against real servers: PostgreSQL (throwaway, initdb) and an
+# in-process nats-server; and the examples that import them.
+for mod in contrib/idempg contrib/idemnats examples/nats-consumer; do
+	(cd "$mod" && go vet ./... && go test -race -count=1 -timeout 10m ./...)
+done
 (cd examples/postgres && go vet ./... && go build -o /dev/null .)

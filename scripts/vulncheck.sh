@@ -49,5 +49,7 @@ if [ -z "${VULNDB:-}" ]; then
 	fi
 fi
 "$GOBIN/govulncheck" -db "$VULNDB" ./...
-# The modules of their own (contrib/, and the example that imports one).
-for m in contrib/idempg examples/postgres; do (cd "$m" && "$GOBIN/govulncheck" -db "$VULNDB" ./...); done
+# The modules of their own (contrib/, and the examples that import them).
+for m in contrib/idempg examples/postgres contrib/idemnats examples/nats-consumer; do
+	(cd "$m" && "$GOBIN/govulncheck" -db "$VULNDB" ./...)
+done
