@@ -58,12 +58,7 @@ func TestKeepChecksTheExistingFiles(t *testing.T) {
 			func(d Dir) ([]string, error) { return d.CreateNode(node1) }, "private key does not match"},
 		{"node of another cluster CA",
 			func(t *testing.T, d Dir) {
-				other := mustPKI(t)
-				if _, err := other.CreateNode(node1); err != nil {
-					t.Fatal(err)
-				}
-				copyFile(t, other.path("node1.crt"), d.path("node1.crt"))
-				copyFile(t, other.path("node1.key"), d.path("node1.key"))
+				pairOfAnotherPKI(t, d, "node1", func(o Dir) ([]string, error) { return o.CreateNode(node1) })
 			},
 			func(d Dir) ([]string, error) { return d.CreateNode(node1) }, "not accepted by the cluster CA"},
 		{"node key readable by others",
@@ -79,12 +74,7 @@ func TestKeepChecksTheExistingFiles(t *testing.T) {
 			func(d Dir) ([]string, error) { return d.CreateClient(acme) }, "private key does not match"},
 		{"client of another client CA",
 			func(t *testing.T, d Dir) {
-				other := mustPKI(t)
-				if _, err := other.CreateClient(acme); err != nil {
-					t.Fatal(err)
-				}
-				copyFile(t, other.path("client-acme.crt"), d.path("client-acme.crt"))
-				copyFile(t, other.path("client-acme.key"), d.path("client-acme.key"))
+				pairOfAnotherPKI(t, d, "client-acme", func(o Dir) ([]string, error) { return o.CreateClient(acme) })
 			},
 			func(d Dir) ([]string, error) { return d.CreateClient(acme) }, "not accepted by the client CA"},
 		{"CA that is not a CA",
@@ -144,14 +134,22 @@ func TestKeepWithCADir(t *testing.T) {
 	if written, err := kept.CreateNode(req); err != nil || written != nil {
 		t.Fatalf("Keep of the files just made: wrote %v, err %v", written, err)
 	}
-	other := mustPKI(t)
-	if _, err := other.CreateNode(req); err != nil {
-		t.Fatal(err)
-	}
-	copyFile(t, other.path("node1.crt"), d.path("node1.crt"))
-	copyFile(t, other.path("node1.key"), d.path("node1.key"))
+	pairOfAnotherPKI(t, d, "node1", func(o Dir) ([]string, error) { return o.CreateNode(req) })
 	if _, err := kept.CreateNode(req); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "not accepted by the cluster CA") {
 		t.Errorf("Keep of a node of another CA than CADir's: %v, want ErrRefused", err)
+	}
+}
+
+// pairOfAnotherPKI makes base.crt and base.key with create in a PKI of
+// its own and copies them over d's.
+func pairOfAnotherPKI(t *testing.T, d Dir, base string, create func(Dir) ([]string, error)) {
+	t.Helper()
+	other := mustPKI(t)
+	if _, err := create(other); err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []string{".crt", ".key"} {
+		copyFile(t, other.path(base+ext), d.path(base+ext))
 	}
 }
 
