@@ -28,8 +28,12 @@
 # stop, kill and start keep the mode `up` chose.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/toolchain.env"
+# A relative IDEMNODE_CLUSTER_DIR is the caller's: made absolute before the
+# cd, so that the env file and the nodes' flags name it from anywhere.
+dir="${IDEMNODE_CLUSTER_DIR:-}"
+if [[ -n $dir && $dir != /* ]]; then dir="$PWD/$dir"; fi
 cd "$(dirname "$0")/.."
-dir="${IDEMNODE_CLUSTER_DIR:-$PWD/idemnode-cluster}"
+dir="${dir:-$PWD/idemnode-cluster}"
 bin="$dir/bin/idemnode"
 pki="$dir/pki"
 # A shell that sourced $dir/env holds the client's IDEMNODE_* settings, and
@@ -70,28 +74,29 @@ set_security() {
 }
 
 # make_pki N: the CAs, N node certificates, the client certificates and the
-# gossip keyring under $pki, each made only when its file is missing: a
-# later `up` reuses them, and `idemnode tls` never overwrites a file anyway.
+# gossip keyring under $pki. Each command runs with --keep: a later `up`
+# reuses the files, after `idemnode tls` checked that they are what it would
+# make (node N's certificate names this IDEMNODE_CLUSTER_NET's address, each
+# certificate is signed by the CA beside it with its own key); anything else
+# stops `up` with idemnode's message naming what differs.
 make_pki() {
-	local n=$1 i ip san tenant
+	local n=$1 i tenant
 	mkdir -p "$pki" && chmod 0700 "$pki"
-	[[ -e "$pki/cluster-ca.crt" ]] || "$bin" tls ca --kind cluster --dir "$pki" >/dev/null
-	[[ -e "$pki/client-ca.crt" ]] || "$bin" tls ca --kind client --dir "$pki" >/dev/null
-	[[ -e "$pki/gossip.keys" ]] || "$bin" keygen --dir "$pki" >/dev/null
-	for i in $(seq 1 "$n"); do
-		ip=$(ip_of "$i")
-		if [[ ! -e "$pki/node$i.crt" ]]; then
-			"$bin" tls node --dir "$pki" --name "node$i" --ip "$ip" >/dev/null
-		elif san=$(openssl x509 -in "$pki/node$i.crt" -noout -ext subjectAltName 2>/dev/null) && ! grep -qw "IP Address:$ip" <<<"$san"; then
-			# Made for another IDEMNODE_CLUSTER_NET: clients would refuse it.
-			# (Without an openssl that reads it, the check is left out.)
-			echo "cluster.sh: $pki/node$i.crt does not name $ip; remove $pki/node$i.crt and .key to make it again" >&2
-			exit 1
-		fi
-	done
-	for tenant in acme admin proxy; do
-		[[ -e "$pki/client-$tenant.crt" ]] || "$bin" tls client --dir "$pki" --tenant "$tenant" >/dev/null
-	done
+	(
+		"$bin" tls ca --kind cluster --dir "$pki" --keep &&
+			"$bin" tls ca --kind client --dir "$pki" --keep &&
+			"$bin" keygen --dir "$pki" --keep &&
+			for i in $(seq 1 "$n"); do
+				"$bin" tls node --dir "$pki" --name "node$i" --ip "$(ip_of "$i")" --keep || exit
+			done &&
+			for tenant in acme admin proxy; do
+				"$bin" tls client --dir "$pki" --tenant "$tenant" --keep || exit
+			done
+	) >/dev/null || {
+		echo "cluster.sh: the files under $pki are not what this up needs (see above);" \
+			"remove the ones named (or all of $pki, for new CAs) to make them again" >&2
+		exit 1
+	}
 }
 
 # write_env N: $dir/env, the variables that point the CLI (every client
@@ -100,15 +105,19 @@ make_pki() {
 write_env() {
 	local n=$1 addrs=() urls=() j
 	for j in $(seq 1 "$n"); do addrs+=("$(ip_of "$j"):7400"); urls+=("https://$(ip_of "$j"):7404"); done
-	cat >"$dir/env" <<-ENV
-	# idemnode cluster under $dir, as tenant acme (scripts/cluster.sh up --secure)
-	export IDEMNODE_ADDR=$(IFS=,; echo "${addrs[*]}")
-	export IDEMNODE_JSON_URL=$(IFS=,; echo "${urls[*]}")
-	export IDEMNODE_TLS_CA=$pki/cluster-ca.crt
-	export IDEMNODE_TLS_CERT=$pki/client-acme.crt
-	export IDEMNODE_TLS_KEY=$pki/client-acme.key
-	export IDEMNODE_TENANT=acme
-	ENV
+	# Values quoted for the shell that sources the file: a directory may
+	# hold spaces or quotes.
+	{
+		echo "# idemnode cluster under $dir, as tenant acme (scripts/cluster.sh up --secure)"
+		echo "# For the client subcommands and examples/python; serve reads these names too,"
+		echo "# so run nodes from a shell that did not source this file."
+		printf 'export IDEMNODE_ADDR=%q\n' "$(IFS=,; echo "${addrs[*]}")"
+		printf 'export IDEMNODE_JSON_URL=%q\n' "$(IFS=,; echo "${urls[*]}")"
+		printf 'export IDEMNODE_TLS_CA=%q\n' "$pki/cluster-ca.crt"
+		printf 'export IDEMNODE_TLS_CERT=%q\n' "$pki/client-acme.crt"
+		printf 'export IDEMNODE_TLS_KEY=%q\n' "$pki/client-acme.key"
+		printf 'export IDEMNODE_TENANT=%q\n' acme
+	} >"$dir/env"
 }
 
 # start_node I N: starts node I of N in the background.
@@ -186,9 +195,12 @@ up() {
 		start_node "$i" "$n"
 	done
 	set_client_tls
+	local said
 	for _ in $(seq 1 150); do
 		for i in $(seq 1 "$n"); do
-			if "$bin" status --addr "$(ip_of "$i"):7400" "${client_tls[@]}" -o json 2>/dev/null | grep -q '"state":"leader"'; then
+			# Refusals are normal while the nodes start; the last one is
+			# shown if no leader comes (a certificate a node refuses, ...).
+			if said=$("$bin" status --addr "$(ip_of "$i"):7400" "${client_tls[@]}" -o json 2>&1) && grep -q '"state":"leader"' <<<"$said"; then
 				echo "cluster of $n up; leader is node$i at $(ip_of "$i"):7400"
 				local addrs=() j
 				for j in $(seq 1 "$n"); do addrs+=("$(ip_of "$j"):7400"); done
@@ -196,16 +208,16 @@ up() {
 					echo "mutual TLS, encrypted gossip and --auth; certificates and keys in $pki"
 					local cluster delegate
 					cluster=$(IFS=,; echo "${addrs[*]}")
-					delegate="--tls-ca $pki/cluster-ca.crt --tls-cert $pki/client-proxy.crt --tls-key $pki/client-proxy.key"
-					echo "env:  source $dir/env   # the CLI and examples/python as tenant acme (client-acme.crt)"
-					echo "try:  $bin claim --key demo-1 --fingerprint 01 -o json"
+					delegate=$(printf -- '--tls-ca %q --tls-cert %q --tls-key %q' "$pki/cluster-ca.crt" "$pki/client-proxy.crt" "$pki/client-proxy.key")
+					echo "env:  source $(printf %q "$dir/env")   # the CLI and examples/python as tenant acme (client-acme.crt)"
+					echo "try:  $(printf %q "$bin") claim --key demo-1 --fingerprint 01 -o json"
 					echo "      python3 examples/python/demo.py"
-					echo "admin (members, ...): --tls-cert $pki/client-admin.crt --tls-key $pki/client-admin.key"
+					echo "admin (members, ...): $(printf -- '--tls-cert %q --tls-key %q' "$pki/client-admin.crt" "$pki/client-admin.key")"
 					echo "as a delegate (tenant proxy, may name any tenant):"
 					echo "      go run ./examples/payments --cluster $cluster ${delegate//--/-}"
-					echo "      $bin proxy --cluster $cluster $delegate --tenant-header X-Tenant --upstream ..."
+					echo "      $(printf %q "$bin") proxy --cluster $cluster $delegate --tenant-header X-Tenant --upstream ..."
 				else
-					echo "try:  $bin claim --addr $(IFS=,; echo "${addrs[*]}") --key demo-1 --fingerprint 01 -o json"
+					echo "try:  $(printf %q "$bin") claim --addr $(IFS=,; echo "${addrs[*]}") --key demo-1 --fingerprint 01 -o json"
 				fi
 				echo "logs: $dir/node*/log   one node: scripts/cluster.sh stop|kill|start I   all: scripts/cluster.sh down"
 				return 0
@@ -213,7 +225,9 @@ up() {
 		done
 		sleep 0.2
 	done
-	echo "cluster.sh: no leader after 30s; see $dir/node*/log" >&2
+	echo "cluster.sh: no leader after 30s; the last status call said:" >&2
+	sed 's/^/  /' <<<"$said" >&2
+	echo "see $dir/node*/log" >&2
 	exit 1
 }
 

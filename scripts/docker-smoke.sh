@@ -251,10 +251,23 @@ done
 # the init containers' volume.
 n1=$(dcs ps -q node1 | tr -d '\r')
 for f in cluster-ca.crt client-acme.crt client-acme.key; do docker cp "$n1:/pki/$f" "$work/$f"; done
-# The CA keys stay in the volume only the init containers mount.
-for f in cluster-ca.key client-ca.key; do
-	! docker cp "$n1:/pki/$f" "$work/$f" 2>/dev/null || die "node1 can read $f"
+# The CA keys stay in the pki-ca volume: its name is read from the init
+# container that made the cluster CA (so that a renamed volume cannot make
+# the check pass unseen), and no container that serves (the nodes, the
+# proxy, the order service) may mount it.
+ca_vol=$(docker inspect -f '{{range .Mounts}}{{if eq .Destination "/data"}}{{.Name}}{{end}}{{end}}' \
+	"$(dcs ps -a -q pki-cluster-ca | tr -d '\r')")
+[[ $ca_vol == *pki-ca ]] || die "pki-cluster-ca has no pki-ca volume at /data (it has '$ca_vol')"
+for s in $(dcs config --services); do
+	[[ $s == pki-* ]] && continue
+	for c in $(dcs ps -a -q "$s" | tr -d '\r'); do
+		mounts=" $(docker inspect -f '{{range .Mounts}}{{.Name}} {{end}}' "$c") "
+		[[ $mounts != *" $ca_vol "* ]] || die "$s mounts $ca_vol, the volume of the CA keys"
+		served=1
+	done
 done
+[[ -n ${served:-} ]] || die "no serving container found to check for $ca_vol"
+say "no node, proxy or order service mounts $ca_vol"
 client_tls=(--tls-ca "$work/cluster-ca.crt" --tls-cert "$work/client-acme.crt" --tls-key "$work/client-acme.key")
 leader=$(wait_leader 60 node1 node2 node3)
 say "leader is $leader; a claim as acme through each node, over mutual TLS"

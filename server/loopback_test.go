@@ -9,7 +9,8 @@ import (
 
 // TestLoopbackOnly: with LoopbackOnly (serve --dev), every listener given
 // an address off loopback is refused, naming its flag; loopback IPs and
-// localhost are accepted; without it, any address passes this check.
+// localhost are accepted, localhost as 127.0.0.1; without it, any address
+// passes this check.
 func TestLoopbackOnly(t *testing.T) {
 	t.Parallel()
 	listeners := []struct {
@@ -48,6 +49,15 @@ func TestLoopbackOnly(t *testing.T) {
 			if err := c.checkLoopback(); err != nil {
 				t.Errorf("%s %q: %v, want it accepted", l.flag, addr, err)
 			}
+			// localhost is pinned to 127.0.0.1, never resolved (a hosts
+			// file may map it off loopback); IPs stay as given.
+			want := addr
+			if strings.HasPrefix(strings.ToLower(addr), "localhost:") {
+				want = "127.0.0.1:7400"
+			}
+			if got := c.listenAddr(l.flag); got != want {
+				t.Errorf("%s %q: listens on %q, want %q", l.flag, addr, got, want)
+			}
 		}
 	}
 	// Empty turns gossip, HTTP and the JSON API off; an empty gRPC address
@@ -73,4 +83,10 @@ func TestStartRefusesNonLoopbackDev(t *testing.T) {
 	if !errors.As(err, &invalid) || !strings.Contains(err.Error(), `--grpc-addr "0.0.0.0:0"`) {
 		t.Fatalf("err = %v, want a *ConfigError naming --grpc-addr", err)
 	}
+}
+
+// listenAddr is the address c holds for flag.
+func (c *Config) listenAddr(flag string) string {
+	return map[string]string{"--grpc-addr": c.GRPCAddr, "--raft-addr": c.RaftAddr, "--gossip-addr": c.GossipAddr,
+		"--http-addr": c.HTTPAddr, "--api-addr": c.APIAddr}[flag]
 }

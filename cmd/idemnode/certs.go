@@ -23,7 +23,8 @@ type certDirFlags struct {
 func (f *certDirFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.dir, "dir", ".", "directory of the CAs, certificates and keys (created 0700 if missing)")
 	fl.BoolVar(&f.force, "force", false, "replace files that exist (without it, an existing file is an error and nothing is written)")
-	fl.BoolVar(&f.keep, "keep", false, "when every file this command writes exists, keep them and succeed (a job that runs again); "+
+	fl.BoolVar(&f.keep, "keep", false, "when every file this command writes exists, keep them and succeed (a job that runs again), "+
+		"if they are what this command would make (names, tenant, CA, key, key mode 0600; otherwise an error); "+
 		"some of them existing is still an error")
 }
 

@@ -28,7 +28,8 @@ func TestClusterScriptSecure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	// A space in the directory: the env file must still source.
+	dir := filepath.Join(t.TempDir(), "cluster dir")
 	pki := filepath.Join(dir, "pki")
 	addrs := testaddr.New(t)
 	base := withoutIdemnodeEnv(os.Environ())
@@ -54,7 +55,7 @@ func TestClusterScriptSecure(t *testing.T) {
 	up := func() {
 		t.Helper()
 		out, err := script("up", "--secure")
-		if err != nil || !strings.Contains(out, "source "+filepath.Join(dir, "env")) {
+		if err != nil || !strings.Contains(out, "source "+strings.ReplaceAll(filepath.Join(dir, "env"), " ", `\ `)) {
 			t.Fatalf("cluster.sh up --secure: %v\n%s", err, out)
 		}
 	}
@@ -126,6 +127,38 @@ func TestClusterScriptSecure(t *testing.T) {
 	if c, out, code := claim(acme, "--key", "secure-1", "--owner", "someone-else"); code != exitHeld || c.Outcome != "in_progress" {
 		t.Errorf("claim of secure-1 after the second up: exit %d, %s; want in_progress (the record kept)", code, out)
 	}
+
+	// On other addresses the node certificates name the wrong IPs: `up`
+	// stops before starting a node, with idemnode's message.
+	if out, err := script("down"); err != nil {
+		t.Fatalf("cluster.sh down: %v\n%s", err, out)
+	}
+	elsewhere := testaddr.New(t)
+	scriptEnv = append(scriptEnv, "IDEMNODE_CLUSTER_NET="+elsewhere.Prefix())
+	if out, err := script("up", "--secure"); err == nil || !strings.Contains(out, "names IP:"+addrs.IP(11)+", not the requested IP:"+elsewhere.IP(11)) ||
+		!strings.Contains(out, "remove the ones named") {
+		t.Errorf("up --secure on other addresses with the old certificates: %v\n%s; want a refusal naming both addresses", err, out)
+	}
+	if after := dirDigests(t, pki); !maps.Equal(before, after) {
+		t.Errorf("the refused up changed pki/: before %v, after %v", before, after)
+	}
+}
+
+// TestClusterScriptRelativeDir: a relative IDEMNODE_CLUSTER_DIR is the
+// caller's directory's, made absolute (the env file names it from anywhere).
+func TestClusterScriptRelativeDir(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller := t.TempDir()
+	cmd := exec.Command(filepath.Join(root, "scripts", "cluster.sh"), "status")
+	cmd.Dir, cmd.Env = caller, append(withoutIdemnodeEnv(os.Environ()), "IDEMNODE_CLUSTER_DIR=rel")
+	out, err := cmd.CombinedOutput()
+	if want := "no cluster under " + filepath.Join(caller, "rel"); err != nil || strings.TrimSpace(string(out)) != want {
+		t.Errorf("cluster.sh status with IDEMNODE_CLUSTER_DIR=rel: %v, %q; want %q", err, out, want)
+	}
 }
 
 // strangerCert makes a client certificate for tenant acme under CAs of its
@@ -150,23 +183,24 @@ func withoutIdemnodeEnv(env []string) []string {
 	return out
 }
 
-// readEnvFile returns the NAME=VALUE of each `export NAME=VALUE` line.
+// readEnvFile returns the IDEMNODE_* variables, as NAME=VALUE, that a
+// bash gets by sourcing the file.
 func readEnvFile(t *testing.T, path string) []string {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	out, err := exec.Command("env", "-i", "bash", "-c", `source "$1" && env -0`, "bash", path).Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("source %s: %v", path, err)
 	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if kv, ok := strings.CutPrefix(strings.TrimSpace(line), "export "); ok {
-			out = append(out, kv)
+	var vars []string
+	for _, kv := range strings.Split(string(out), "\x00") {
+		if strings.HasPrefix(kv, envPrefix) {
+			vars = append(vars, kv)
 		}
 	}
-	if len(out) == 0 {
-		t.Fatalf("%s exports nothing:\n%s", path, b)
+	if len(vars) == 0 {
+		t.Fatalf("sourcing %s exports nothing", path)
 	}
-	return out
+	return vars
 }
 
 // dirDigests maps each file of dir to the SHA-256 of its content.

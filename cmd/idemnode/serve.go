@@ -57,7 +57,7 @@ func newServeCmd() *cobra.Command {
 			if err := f.devDefaults(cmd.Flags()); err != nil {
 				return err
 			}
-			return serve(cmd.Context(), f)
+			return clientEnvHint(cmd.Flags(), serve(cmd.Context(), f))
 		},
 	}
 	fl := cmd.Flags()

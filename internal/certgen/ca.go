@@ -58,6 +58,11 @@ func (d Dir) CreateCA(k Kind, validity time.Duration) ([]string, error) {
 	certName, keyName := k.files()
 	outs := []output{{name: certName, data: encodeCert(der)}, {name: keyName, data: keyPEM, secret: true}}
 	return d.publish(outs, func(staged map[string]string) error {
+		// What loadCA will ask of it before it signs (and Keep of a file
+		// made elsewhere).
+		if _, err := readAuthority(k, staged[certName], staged[keyName]); err != nil {
+			return refused(d, staged, err)
+		}
 		clientCA, clusterCA := d.path(ClientCACert), d.path(ClusterCACert)
 		if k == ClientCA {
 			clientCA = staged[ClientCACert]
@@ -94,10 +99,17 @@ type authority struct {
 // certificate's and that it may sign certificates.
 func (d Dir) loadCA(k Kind) (*authority, error) {
 	certName, keyName := k.files()
-	a := &authority{kind: k, certFile: d.caPath(certName)}
-	if _, err := os.Stat(a.certFile); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: no %s CA: %s does not exist (make it with `idemnode tls ca --kind %s`)", ErrInvalid, k, a.certFile, k)
+	certFile := d.caPath(certName)
+	if _, err := os.Stat(certFile); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: no %s CA: %s does not exist (make it with `idemnode tls ca --kind %s`)", ErrInvalid, k, certFile, k)
 	}
+	return readAuthority(k, certFile, d.caPath(keyName))
+}
+
+// readAuthority reads a CA of kind k from its two files: one certificate,
+// a CA's, and its key.
+func readAuthority(k Kind, certFile, keyFile string) (*authority, error) {
+	a := &authority{kind: k, certFile: certFile}
 	certs, err := tlsconfig.ReadCerts(a.certFile)
 	if err != nil {
 		return nil, fmt.Errorf("read the %s CA: %w", k, err)
@@ -109,12 +121,12 @@ func (d Dir) loadCA(k Kind) (*authority, error) {
 	if !a.cert.IsCA || a.cert.KeyUsage&x509.KeyUsageCertSign == 0 {
 		return nil, fmt.Errorf("%w: %s is not a CA certificate", ErrInvalid, a.certFile)
 	}
-	if a.key, err = readKey(d.caPath(keyName)); err != nil {
+	if a.key, err = readKey(keyFile); err != nil {
 		return nil, fmt.Errorf("read the %s CA's key: %w", k, err)
 	}
 	pub, ok := a.key.Public().(interface{ Equal(crypto.PublicKey) bool })
 	if !ok || !pub.Equal(a.cert.PublicKey) {
-		return nil, fmt.Errorf("%w: %s is not the key of %s", ErrInvalid, d.caPath(keyName), a.certFile)
+		return nil, fmt.Errorf("%w: %s is not the key of %s", ErrInvalid, keyFile, a.certFile)
 	}
 	return a, nil
 }

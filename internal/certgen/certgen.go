@@ -88,9 +88,13 @@ type Dir struct {
 	// ErrExists and nothing is written.
 	Force bool
 	// Keep makes a call whose files all exist already succeed without
-	// writing or checking anything (it returns no paths), so a job that
-	// makes the files can run again; some of them existing is still
-	// ErrExists. Not with Force.
+	// writing anything (it returns no paths), so a job that makes the
+	// files can run again, provided the existing files pass the checks a
+	// new file would and are what the request asks for: the same names
+	// and addresses, the same tenant, signed by the CA in use, each key
+	// its certificate's and readable by its owner alone. Otherwise it is
+	// ErrRefused naming the difference. Some of the files existing is
+	// still ErrExists. Not with Force.
 	Keep bool
 	// CADir, when set, is where CreateNode and CreateClient read the CAs
 	// (certificates and keys) instead of Path. They then also put the CA

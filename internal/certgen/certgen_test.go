@@ -167,7 +167,7 @@ func TestNothingOverwrittenWithoutForce(t *testing.T) {
 		"cluster CA": func(d Dir) ([]string, error) { return d.CreateCA(ClusterCA, 0) },
 		"client CA":  func(d Dir) ([]string, error) { return d.CreateCA(ClientCA, 0) },
 		"node": func(d Dir) ([]string, error) {
-			return d.CreateNode(NodeRequest{Name: "node1", IPs: []string{"10.0.0.2"}})
+			return d.CreateNode(NodeRequest{Name: "node1", IPs: []string{"10.0.0.1"}})
 		},
 		"client":     func(d Dir) ([]string, error) { return d.CreateClient(ClientRequest{Tenant: "acme"}) },
 		"gossip key": func(d Dir) ([]string, error) { return d.CreateGossipKey() },

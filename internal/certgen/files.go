@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // output is one file to write.
@@ -21,7 +22,7 @@ type output struct {
 // then do they take their names: without Force by a hard link, which fails
 // if the name was taken in the meantime, so nothing is ever replaced; with
 // Force by a rename. It returns the paths written (none when Keep found
-// them all).
+// them all and they passed check, see keepExisting).
 func (d Dir) publish(outs []output, check func(staged map[string]string) error) ([]string, error) {
 	if d.Force && d.Keep {
 		return nil, fmt.Errorf("%w: force and keep exclude each other", ErrInvalid)
@@ -37,7 +38,7 @@ func (d Dir) publish(outs []output, check func(staged map[string]string) error) 
 			}
 		}
 		if d.Keep && len(taken) == len(outs) {
-			return nil, nil
+			return nil, d.keepExisting(outs, check)
 		}
 		if len(taken) > 0 {
 			return nil, errors.Join(taken...)
@@ -77,6 +78,44 @@ func (d Dir) publish(outs []output, check func(staged map[string]string) error) 
 		written = append(written, final)
 	}
 	return written, nil
+}
+
+// keepExisting runs on the files that exist the checks a staged file goes
+// through, so that Keep keeps only what this call would have written: an
+// init job that runs again with other names, beside another CA or after a
+// key was replaced learns it here, not from a node that refuses to start
+// or a client that is refused. Keys must be readable by their owner alone.
+func (d Dir) keepExisting(outs []output, check func(existing map[string]string) error) error {
+	existing := make(map[string]string, len(outs))
+	var errs []error
+	for _, o := range outs {
+		p := d.path(o.name)
+		existing[o.name] = p
+		if !o.secret {
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("keep %s: %w", p, err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			errs = append(errs, fmt.Errorf("%w: %s has mode %v: a key must be readable by its owner alone (0600)", ErrRefused, p, fi.Mode().Perm()))
+		}
+	}
+	if check != nil {
+		if err := check(existing); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		var names []string
+		for _, o := range outs {
+			names = append(names, o.name)
+		}
+		return fmt.Errorf("--keep: the existing %s are not what this command makes (nothing written; --force replaces them): %w",
+			strings.Join(names, ", "), err)
+	}
+	return nil
 }
 
 // place gives a staged file its final name.

@@ -1,6 +1,7 @@
 package certgen
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,12 +88,18 @@ func (d Dir) CreateNode(r NodeRequest) ([]string, error) {
 	return append(copies, written...), err
 }
 
-// checkNames verifies that the written certificate answers to each name
-// and address it was asked for, as a client dialling it checks.
+// checkNames verifies that the certificate names exactly what was asked
+// for, and answers to each name and address as a client dialling it
+// checks. Exactly: a kept certificate with a name more or less than the
+// request is one this request would not have made.
 func checkNames(d Dir, staged map[string]string, certFile string, tmpl *x509.Certificate) error {
 	certs, err := tlsconfig.ReadCerts(certFile)
 	if err != nil {
 		return refused(d, staged, err)
+	}
+	got, want := sanList(certs[0]), sanList(tmpl)
+	if !slices.Equal(got, want) {
+		return refused(d, staged, fmt.Errorf("%s names %s, not the requested %s", certFile, strings.Join(got, ", "), strings.Join(want, ", ")))
 	}
 	var names []string
 	for _, n := range tmpl.DNSNames {
@@ -108,6 +116,20 @@ func checkNames(d Dir, staged map[string]string, certFile string, tmpl *x509.Cer
 		}
 	}
 	return nil
+}
+
+// sanList is a certificate's DNS and IP names, sorted, as "DNS:x" and
+// "IP:y" (how openssl shows them).
+func sanList(c *x509.Certificate) []string {
+	var l []string
+	for _, n := range c.DNSNames {
+		l = append(l, "DNS:"+n)
+	}
+	for _, ip := range c.IPAddresses {
+		l = append(l, "IP:"+ip.String())
+	}
+	slices.Sort(l)
+	return slices.Compact(l)
 }
 
 // ClientRequest describes a client certificate for a tenant.
@@ -176,6 +198,9 @@ func (d Dir) CreateClient(r ClientRequest) ([]string, error) {
 		}
 		certs, err := tlsconfig.ReadCerts(staged[r.Name+".crt"])
 		if err != nil {
+			return refused(d, staged, err)
+		}
+		if _, err := tls.LoadX509KeyPair(staged[r.Name+".crt"], staged[r.Name+".key"]); err != nil {
 			return refused(d, staged, err)
 		}
 		// What a server with --tls-client-ca checks in the handshake.

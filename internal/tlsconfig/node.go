@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -26,6 +28,12 @@ import (
 // node. It is not a DNS name: peers are verified against the cluster CA,
 // not by host name, because their addresses are pod IPs assigned at start.
 const PeerServerName = "idemnode-peer"
+
+// ErrNoServerAuth is a certificate given to serve whose extended key
+// usages are listed and leave out serverAuth: a client's certificate.
+// Every client would refuse it in the handshake, so a node refuses it at
+// start (and a reload to it keeps the previous certificate).
+var ErrNoServerAuth = errors.New("no serverAuth usage")
 
 // NodeFiles names a server's PEM files. Empty names are features off.
 type NodeFiles struct {
@@ -230,14 +238,53 @@ func current(r *reloading[*tls.Certificate]) func(*tls.ClientHelloInfo) (*tls.Ce
 	return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return r.get(), nil }
 }
 
+// loadKeyPair reads a certificate this node serves with, and its key.
 func loadKeyPair(what string, log *slog.Logger, certFile, keyFile string) (*reloading[*tls.Certificate], error) {
 	return newReloading(what, log, func() (*tls.Certificate, error) {
 		c, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
 			return nil, fmt.Errorf("load %s %s and key %s: %w", what, certFile, keyFile, err)
 		}
+		if err := checkServing(c.Leaf); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", what, certFile, err)
+		}
 		return &c, nil
 	}, certFile, keyFile)
+}
+
+// checkServing refuses a certificate whose extended key usages are listed
+// without serverAuth (or any): no client would accept it from a server.
+// No list at all allows every usage.
+func checkServing(leaf *x509.Certificate) error {
+	if len(leaf.ExtKeyUsage) == 0 || slices.ContainsFunc(leaf.ExtKeyUsage, func(u x509.ExtKeyUsage) bool {
+		return u == x509.ExtKeyUsageServerAuth || u == x509.ExtKeyUsageAny
+	}) {
+		return nil
+	}
+	var names []string
+	for _, u := range leaf.ExtKeyUsage {
+		names = append(names, usageName(u))
+	}
+	return fmt.Errorf("%w: its extended key usages are %s and clients accept a server's certificate only with serverAuth "+
+		"(a client certificate such as `idemnode tls client` makes; a node's comes from `idemnode tls node`)",
+		ErrNoServerAuth, strings.Join(names, ", "))
+}
+
+// usageName is an extended key usage as openssl and RFC 5280 call it.
+func usageName(u x509.ExtKeyUsage) string {
+	switch u {
+	case x509.ExtKeyUsageClientAuth:
+		return "clientAuth"
+	case x509.ExtKeyUsageCodeSigning:
+		return "codeSigning"
+	case x509.ExtKeyUsageEmailProtection:
+		return "emailProtection"
+	case x509.ExtKeyUsageTimeStamping:
+		return "timeStamping"
+	case x509.ExtKeyUsageOCSPSigning:
+		return "OCSPSigning"
+	}
+	return fmt.Sprintf("usage %d", u)
 }
 
 // caPool is a CA file's certificates, and the earliest time one expires.

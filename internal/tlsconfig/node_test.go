@@ -241,6 +241,12 @@ func TestRefusedFiles(t *testing.T) {
 	foreign.Cert, foreign.Key = p.stranger.Issue(t, "node1").Write(t, p.dir, "foreign")
 	empty := p.files
 	empty.PeerCA = testpki.WriteFile(t, p.dir, "empty.crt", []byte("no PEM here\n"))
+	// A client's certificate as the API certificate: without peer TLS
+	// (serve --dev in a shell with a client's IDEMNODE_TLS_CERT) and with.
+	clientCert, clientKey := p.clients.IssueClient(t, "acme").Write(t, p.dir, "client-acme")
+	clientOnly := NodeFiles{Cert: clientCert, Key: clientKey}
+	clientAPI := p.files
+	clientAPI.Cert, clientAPI.Key = clientCert, clientKey
 	for _, tc := range []struct {
 		name  string
 		files NodeFiles
@@ -250,6 +256,8 @@ func TestRefusedFiles(t *testing.T) {
 		{"peer certificate without clientAuth", serverOnly, "serverAuth and clientAuth"},
 		{"peer certificate of another CA", foreign, "not accepted by the cluster CA"},
 		{"CA file without a certificate", empty, "no PEM certificate"},
+		{"client certificate, no peer TLS", clientOnly, "API certificate " + clientCert + ": no serverAuth usage: its extended key usages are clientAuth"},
+		{"client certificate as the API's", clientAPI, "no serverAuth usage"},
 		{"no certificate", NodeFiles{PeerCA: p.files.PeerCA}, "certificate and its key are required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
