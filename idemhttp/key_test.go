@@ -70,6 +70,18 @@ func TestFieldKey(t *testing.T) {
 		{"an array", "/id", `{"id":[1]}`, "", "/id is an array"},
 		{"too long", "/id", `{"id":"` + strings.Repeat("k", 256) + `"}`, "", "/id: the key is 256 bytes"},
 		{"not ASCII", "/id", `{"id":"clé"}`, "", "/id: byte 2"},
+		{"a negative number", "/id", `{"id":-42}`, "-42", ""},
+		{"an exponent", "/id", `{"id":1e3}`, "", "/id is the number 1e3"},
+		{"a fraction", "/id", `{"id":1000.0}`, "", "/id is the number 1000.0"},
+		{"minus zero", "/id", `{"id":-0}`, "", "/id is the number -0"},
+		{"twice", "/id", `{"id":"a","id":"b"}`, "", `the name "id" appears twice`},
+		{"twice on the path", "/data/id", `{"data":{"id":"a"},"data":{"id":"b"}}`, "", `the name "data" appears twice`},
+		{"twice, once null", "/id", `{"id":null,"id":"b"}`, "", `the name "id" appears twice`},
+		{"another case", "/id", `{"ID":"evt_2","id":"evt_1"}`, "", `names "ID" where the pointer names "id"`},
+		{"another case on the path", "/data/id", `{"data":{"id":"a"},"Data":{"id":"b"}}`, "", `names "Data"`},
+		{"Kelvin sign", "/kind", `{"kind":"a","\u212aind":"b"}`, "", `where the pointer names "kind"`},
+		{"twice off the path", "/id", `{"id":"a","x":1,"x":2}`, "a", ""},
+		{"after the field", "/data/id", `{"data":{"id":"a","n":[1,{"id":2}]},"more":{"id":"c"}}`, "a", ""},
 		{"not JSON", "/id", `id=evt_1`, "", "not JSON"},
 		{"trailing data", "/id", `{"id":"a"} {"id":"b"}`, "", "not JSON"},
 		{"empty body", "/id", ``, "", "not JSON"},
@@ -94,4 +106,51 @@ func TestFieldKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// oneMiBArray is a 1 MiB body of tiny values beside the key field: what
+// an unauthenticated caller can send to make a decode into any allocate
+// dozens of times the body.
+func oneMiBArray() []byte {
+	return []byte(`{"id":"evt_1","data":[` + strings.Repeat("0,", 1<<19-20) + `0]}`)
+}
+
+// TestFieldKeyAllocations: fieldKey skips what is off the pointer's path
+// without building it: a few hundred allocations for a 1 MiB body, where
+// decoding it into any makes one per element (half a million). The bound
+// is loose; it counts allocations, not time.
+func TestFieldKeyAllocations(t *testing.T) {
+	body, p := oneMiBArray(), Pointer{text: "/id", tokens: []string{"id"}}
+	allocs := testing.AllocsPerRun(3, func() {
+		if key, err := fieldKey(body, p, 255); err != nil || key != "evt_1" {
+			t.Fatalf("fieldKey = %q, %v", key, err)
+		}
+	})
+	if allocs > 1000 {
+		t.Fatalf("fieldKey made %.0f allocations for a 1 MiB body, want at most 1000", allocs)
+	}
+}
+
+// BenchmarkFieldKey compares fieldKey with decoding the body into any, as
+// it once did, on the 1 MiB body (B/op is the figure that matters).
+func BenchmarkFieldKey(b *testing.B) {
+	body, p := oneMiBArray(), Pointer{text: "/id", tokens: []string{"id"}}
+	b.Run("walk", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for range b.N {
+			if _, err := fieldKey(body, p, 255); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode-any", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for range b.N {
+			if _, ok := decodeJSON(body); !ok {
+				b.Fatal("does not decode")
+			}
+		}
+	})
 }
