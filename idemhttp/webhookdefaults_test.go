@@ -174,7 +174,8 @@ func TestServerRefusesLongKey(t *testing.T) {
 
 // TestRouteOptionMisuse: a route option that names no key panics in
 // Handler, as http.ServeMux does for a bad pattern, instead of guarding
-// the route with Idempotency-Key or a header nobody sends.
+// the route with Idempotency-Key or a header nobody sends; a Config.Header
+// that is no header name is New's error, as its other config errors are.
 func TestRouteOptionMisuse(t *testing.T) {
 	m, err := idemhttp.New(idemhttp.Config{Client: newClient(t), Tenant: idemhttp.BearerTenant})
 	if err != nil {
@@ -193,5 +194,9 @@ func TestRouteOptionMisuse(t *testing.T) {
 			}()
 			m.Handler(http.NotFoundHandler(), opt)
 		}()
+	}
+	if _, err := idemhttp.New(idemhttp.Config{Client: newClient(t), Tenant: idemhttp.BearerTenant, Header: "Idempotency Key"}); err == nil ||
+		!strings.Contains(err.Error(), "Config.Header") {
+		t.Errorf("New with Header %q: %v, want an error naming Config.Header", "Idempotency Key", err)
 	}
 }
