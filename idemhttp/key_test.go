@@ -6,13 +6,16 @@ import (
 	"testing"
 )
 
+// keyCase is one header's values and what reading the key from them gives.
+type keyCase struct {
+	name   string
+	values []string
+	want   string
+	err    string // "" for success; errMissingKey as "missing"
+}
+
 func TestParseKey(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		values []string
-		want   string
-		err    string // "" for success; errMissingKey as "missing"
-	}{
+	runKeyCases(t, "parseKey", parseKey, []keyCase{
 		{"missing", nil, "", "missing"},
 		{"bare", []string{"8e03978e-40d5-43e8-bc93-6894a57f9324"}, "8e03978e-40d5-43e8-bc93-6894a57f9324", ""},
 		{"sf-string", []string{`"8e03978e-40d5"`}, "8e03978e-40d5", ""},
@@ -30,20 +33,41 @@ func TestParseKey(t *testing.T) {
 		{"bad escape", []string{`"a\qb"`}, "", "bad escape"},
 		{"non-ASCII", []string{"clé"}, "", "not printable ASCII"},
 		{"control", []string{"a\x01b"}, "", "not printable ASCII"},
-	} {
+	})
+}
+
+// TestSenderKey: a sender's event id is the header's value as sent, quotes
+// and spaces included, and still 1-255 bytes of printable ASCII.
+func TestSenderKey(t *testing.T) {
+	runKeyCases(t, "senderKey", senderKey, []keyCase{
+		{"missing", nil, "", "missing"},
+		{"bare", []string{"72d3162e-cc78-11e3-81ab-4c9367dc0958"}, "72d3162e-cc78-11e3-81ab-4c9367dc0958", ""},
+		{"quotes kept", []string{`"msg_1"`}, `"msg_1"`, ""},
+		{"spaces kept", []string{" msg 1 "}, " msg 1 ", ""},
+		{"max length", []string{strings.Repeat("k", 255)}, strings.Repeat("k", 255), ""},
+		{"too long", []string{strings.Repeat("k", 256)}, "", "longer than 255"},
+		{"twice", []string{"a", "b"}, "", "appears 2 times"},
+		{"empty", []string{""}, "", "empty"},
+		{"tab", []string{"a\tb"}, "", "not printable ASCII"},
+		{"non-ASCII", []string{"clé"}, "", "not printable ASCII"},
+	})
+}
+
+func runKeyCases(t *testing.T, name string, read func([]string, int) (string, error), cases []keyCase) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseKey(tc.values, 255)
+			got, err := read(tc.values, 255)
 			switch {
 			case tc.err == "missing":
 				if !errors.Is(err, errMissingKey) {
-					t.Errorf("parseKey(%q) = %q, %v; want errMissingKey", tc.values, got, err)
+					t.Errorf("%s(%q) = %q, %v; want errMissingKey", name, tc.values, got, err)
 				}
 			case tc.err != "":
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Errorf("parseKey(%q) = %q, %v; want an error containing %q", tc.values, got, err, tc.err)
+					t.Errorf("%s(%q) = %q, %v; want an error containing %q", name, tc.values, got, err, tc.err)
 				}
 			case err != nil || got != tc.want:
-				t.Errorf("parseKey(%q) = %q, %v; want %q", tc.values, got, err, tc.want)
+				t.Errorf("%s(%q) = %q, %v; want %q", name, tc.values, got, err, tc.want)
 			}
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -412,12 +413,20 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, a
 		h.refuseOverLimit(w, err)
 	case status.Code(err) == codes.InvalidArgument:
 		// The service refused the record's id: a key longer than its
-		// limit, which may be below MaxKeyLength. A retry gets the same
-		// refusal, so it is the request's fault (400), not a 503 that a
-		// webhook sender would retry for days.
+		// limit, which may be below MaxKeyLength, or a scope (a path) or
+		// tenant over its limits. A retry gets the same refusal, so it is
+		// a 400, not a 503 that a webhook sender would retry for days.
 		h.observe(r, OutcomeRefused)
+		msg := status.Convert(err).Message()
+		if !refusedKey(err) {
+			cfg.Logger.Warn("idemhttp: the idempotency service refused the request's record id",
+				"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "err", err)
+			writeProblem(w, notRun(http.StatusBadRequest, problemBase+"request-refused", "Request refused",
+				"The request was not processed: the idempotency service refused it: "+msg+"."), 0)
+			return
+		}
 		writeProblem(w, notRun(http.StatusBadRequest, ProblemInvalidKey, "Key refused",
-			fmt.Sprintf("The request was not processed: the idempotency service refused %s: %s.", h.route.keySource(), status.Convert(err).Message())), 0)
+			fmt.Sprintf("The request was not processed: the idempotency service refused %s: %s.", h.route.keySource(), msg)), 0)
 	case refusedCredentials(err):
 		h.observe(r, OutcomeUnavailable)
 		cfg.Logger.Error("idemhttp: the idempotency service refused the middleware's credentials; "+
@@ -510,6 +519,21 @@ func (h *handler) refuseOverLimit(w http.ResponseWriter, err error) {
 	}
 	writeProblem(w, unknownRun(http.StatusTooManyRequests, ProblemQuotaExceeded, "Quota exceeded",
 		"The request was not processed: this tenant stores as many idempotency records as its quota allows; retry it with the same key after the Retry-After delay."), after)
+}
+
+// refusedKey reports whether the service refused the record's key, the
+// field its BadRequest names.
+func refusedKey(err error) bool {
+	for _, d := range status.Convert(err).Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.GetFieldViolations() {
+				if v.GetField() == "id.key" {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // refusedCredentials reports whether the service refused the client's

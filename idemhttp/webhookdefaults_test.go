@@ -159,6 +159,7 @@ func TestWebhookHeaderAsSent(t *testing.T) {
 // TestServerRefusesLongKey: a key the middleware accepts (MaxKeyLength 400)
 // but the service refuses (over its 255 bytes) is a 400 naming the key,
 // not a 503 "retry with the same key" that a sender would retry for days.
+// A path over the service's scope limit is a 400 too.
 func TestServerRefusesLongKey(t *testing.T) {
 	h := &notYet{}
 	srv := serve(t, idemhttp.Config{MaxKeyLength: 400}, h, idemhttp.KeyFromHeader("webhook-id"))
@@ -166,6 +167,17 @@ func TestServerRefusesLongKey(t *testing.T) {
 	p := decodeProblem(t, r)
 	if r.status != http.StatusBadRequest || p.Type != idemhttp.ProblemInvalidKey || !strings.Contains(p.Detail, "webhook-id") {
 		t.Fatalf("HTTP %d %s, want 400 naming webhook-id", r.status, r.body)
+	}
+	if n := h.runs.Load(); n != 0 {
+		t.Fatalf("the handler ran %d times", n)
+	}
+
+	// A path longer than the service's scope limit is refused the same
+	// way, as the request it is, not the key.
+	plain := serve(t, idemhttp.Config{}, h)
+	r = request(t, "POST", plain.URL+"/"+strings.Repeat("p", 5000), client.NewKey(), `{}`)
+	if p := decodeProblem(t, r); r.status != http.StatusBadRequest || p.Title != "Request refused" || !strings.Contains(p.Detail, "scope") {
+		t.Fatalf("a long path: HTTP %d %s, want 400 naming the scope", r.status, r.body)
 	}
 	if n := h.runs.Load(); n != 0 {
 		t.Fatalf("the handler ran %d times", n)
