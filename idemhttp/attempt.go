@@ -30,7 +30,7 @@ type attempt struct {
 func (h *handler) keep(id client.ID, a *attempt, broken error) client.Response {
 	cfg := &h.m.cfg
 	rec := a.rec
-	if broken != nil && (rec.status == 0 || !cfg.Store(rec.status)) {
+	if broken != nil && (rec.status == 0 || !h.route.store(rec.status)) {
 		a.release = true
 		cfg.Logger.Warn("idemhttp: the response broke off before a status that is stored; the key is released",
 			"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "status", rec.status, "err", broken)
@@ -41,7 +41,7 @@ func (h *handler) keep(id client.ID, a *attempt, broken error) client.Response {
 	case rec.notAnswer:
 		a.release = true
 		return a.sent
-	case !cfg.Store(a.sent.Status):
+	case !h.route.store(a.sent.Status):
 		return a.sent // classify releases it
 	case broken != nil:
 		cfg.Logger.Warn("idemhttp: the response broke off after its status; retries are answered that it ran, without it",

@@ -104,11 +104,16 @@
 // is off by default.
 //
 // Webhook receivers take the key from the sender's event id instead: a
-// named header (Config.Header, KeyFromHeader: X-GitHub-Delivery, Standard
-// Webhooks' webhook-id) or a field of the JSON body (Config.KeyJSON,
+// named header (KeyFromHeader: X-GitHub-Delivery, Standard Webhooks'
+// webhook-id), read as sent, or a field of the JSON body (Config.KeyJSON,
 // KeyFromJSON: a JSON Pointer such as /id, Stripe's event id). Each
 // attempt's signature and timestamp headers stay out of the fingerprint,
-// so a retry is a replay however it is signed; a delivery without the id
-// is answered 400 naming the header or field. docs/WEBHOOKS.md says which
-// TTL the senders' retries need.
+// so a retry is a replay however it is signed. Such routes change three
+// defaults: a delivery without the id is answered 400 naming the header
+// or field (KeyOptional and DeriveMissingKeys do not apply); only 2xx
+// answers are stored, so a 4xx (an order not known yet, a forged delivery
+// refused) leaves the sender's retry free to run again; and the default
+// fingerprint is FingerprintWithoutBody, since attempts of one event may
+// differ in the body. An explicit Config.Store or Config.Fingerprint
+// still wins. docs/WEBHOOKS.md says which TTL the senders' retries need.
 package idemhttp

@@ -27,7 +27,7 @@ func TestExpiredDetail(t *testing.T) {
 		{errors.New("expired"),
 			"This operation ran, or may have, and its record expired: its response is gone. Do not send it again with a new key."},
 	} {
-		if got := expired(tc.err).Detail; got != tc.want {
+		if got := expired(tc.err, false).Detail; got != tc.want {
 			t.Errorf("detail of %v:\n got %q\nwant %q", tc.err, got, tc.want)
 		}
 	}

@@ -64,3 +64,21 @@ func TestCanonicalJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestFingerprintWithoutBody: the body does not count, the method and the
+// path do, and no body is not the empty body of Fingerprint.
+func TestFingerprintWithoutBody(t *testing.T) {
+	fp := func(method, path, body string) []byte {
+		return idemhttp.FingerprintWithoutBody(httptest.NewRequest(method, path, strings.NewReader(body)), []byte(body))
+	}
+	base := fp("POST", "/hooks", `{"id":"evt_1","pending_webhooks":1}`)
+	if !bytes.Equal(fp("POST", "/hooks", `{"id":"evt_1","pending_webhooks":2}`), base) {
+		t.Error("another body: fingerprint differs, want the same")
+	}
+	if bytes.Equal(fp("PUT", "/hooks", ""), base) || bytes.Equal(fp("POST", "/hooks/other", ""), base) {
+		t.Error("another method or path: the same fingerprint")
+	}
+	if bytes.Equal(fingerprint("POST", "/hooks", "application/json", ""), base) {
+		t.Error("FingerprintWithoutBody equals Fingerprint of the empty body")
+	}
+}

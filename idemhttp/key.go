@@ -1,7 +1,6 @@
 package idemhttp
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,14 +14,11 @@ var errMissingKey = errors.New("missing")
 // value, so both are accepted. The key must be 1 to maxLen bytes of
 // printable ASCII.
 func parseKey(values []string, maxLen int) (string, error) {
-	switch len(values) {
-	case 0:
-		return "", errMissingKey
-	case 1:
-	default:
-		return "", fmt.Errorf("the header appears %d times", len(values))
+	v, err := oneValue(values)
+	if err != nil {
+		return "", err
 	}
-	v := strings.Trim(values[0], " \t")
+	v = strings.Trim(v, " \t")
 	if strings.HasPrefix(v, `"`) {
 		var err error
 		if v, err = parseSFString(v); err != nil {
@@ -33,6 +29,32 @@ func parseKey(values []string, maxLen int) (string, error) {
 		return "", errors.New("the key is empty")
 	}
 	return v, checkKey(v, maxLen)
+}
+
+// senderKey reads a webhook sender's event id from its header as sent:
+// the receiver's code reads the same header byte for byte, so quotes and
+// whitespace are part of the id, not syntax to strip.
+func senderKey(values []string, maxLen int) (string, error) {
+	v, err := oneValue(values)
+	if err != nil {
+		return "", err
+	}
+	if v == "" {
+		return "", errors.New("the key is empty")
+	}
+	return v, checkKey(v, maxLen)
+}
+
+// oneValue is the header's one value; errMissingKey without one.
+func oneValue(values []string) (string, error) {
+	switch len(values) {
+	case 0:
+		return "", errMissingKey
+	case 1:
+		return values[0], nil
+	default:
+		return "", fmt.Errorf("the header appears %d times", len(values))
+	}
 }
 
 // checkKey refuses a key that is not 1 to maxLen bytes of printable ASCII,
@@ -52,39 +74,6 @@ func checkKey(v string, maxLen int) error {
 // errBodyNotJSON: the key is a field of the body, and the body is not one
 // JSON value.
 var errBodyNotJSON = errors.New("the body is not JSON")
-
-// fieldKey reads the key from the field p names in a JSON body. A string
-// is the key as it is; a number is its literal text (an event id 42 is
-// the key "42"). An absent field, null and "" are errMissingKey.
-func fieldKey(body []byte, p Pointer, maxLen int) (string, error) {
-	doc, ok := decodeJSON(body)
-	if !ok {
-		return "", errBodyNotJSON
-	}
-	v, found := p.lookup(doc)
-	var key string
-	switch v := v.(type) {
-	case nil:
-		found = false
-	case string:
-		key = v
-	case json.Number:
-		key = v.String()
-	case bool:
-		return "", fmt.Errorf("%s is a boolean, not a string or a number", p)
-	case map[string]any:
-		return "", fmt.Errorf("%s is an object, not a string or a number", p)
-	case []any:
-		return "", fmt.Errorf("%s is an array, not a string or a number", p)
-	}
-	if !found || key == "" {
-		return "", errMissingKey
-	}
-	if err := checkKey(key, maxLen); err != nil {
-		return "", fmt.Errorf("%s: %w", p, err)
-	}
-	return key, nil
-}
 
 // parseSFString decodes an RFC 9651 sf-string: printable ASCII between
 // double quotes, with \" and \\ as the only escapes, and nothing after.

@@ -13,15 +13,36 @@ func (h *handler) refuse(w http.ResponseWriter, r *http.Request, p problem) {
 }
 
 // missingHeader is the 400 answer to a request without the key's header.
-func missingHeader(header string) problem {
-	return notRun(http.StatusBadRequest, ProblemMissingKey, header+" header is missing",
-		fmt.Sprintf("This operation requires an %s header; send a new unique key (a UUID) per operation and the same key on every retry of it.", header))
+// A sender's event id is the sender's to send, not the caller's to make up.
+func missingHeader(header string, sender bool) problem {
+	detail := fmt.Sprintf("This operation requires an %s header; send a new unique key (a UUID) per operation and the same key on every retry of it.", header)
+	if sender {
+		detail = fmt.Sprintf("This endpoint takes its idempotency key from the sender's event id in the %s header, and the request has none.", header)
+	}
+	return notRun(http.StatusBadRequest, ProblemMissingKey, header+" header is missing", detail)
 }
 
-// malformedHeader is the 400 answer to a key header parseKey refused.
-func malformedHeader(header string, err error, maxLen int) problem {
+// malformedHeader is the 400 answer to a key header parseKey or senderKey
+// refused.
+func malformedHeader(header string, sender bool, err error, maxLen int) problem {
+	what := "a key"
+	if sender {
+		what = "an event id used as the key"
+	}
 	return notRun(http.StatusBadRequest, ProblemInvalidKey, header+" header is malformed",
-		fmt.Sprintf("%s: %v; a key is 1-%d bytes of printable ASCII.", header, err, maxLen))
+		fmt.Sprintf("%s: %v; %s is 1-%d bytes of printable ASCII.", header, err, what, maxLen))
+}
+
+// keySource names where a route's key comes from, for the problems that
+// speak of it: the Idempotency-Key header, a sender's header or a field.
+func (rt *route) keySource() string {
+	if !rt.field.IsZero() {
+		return "the event id in the body's field " + rt.field.String()
+	}
+	if rt.sender {
+		return "the event id in the " + rt.header + " header"
+	}
+	return "the " + rt.header + " header's key"
 }
 
 // badKeyField is the 400 answer to a body fieldKey found no key in; each

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -32,16 +34,15 @@ type Config struct {
 	// Methods the middleware applies to (default POST and PATCH); other
 	// requests pass through untouched.
 	Methods []string
-	// Header is the request header carrying the key (default
-	// "Idempotency-Key"). A webhook receiver names its sender's event id
-	// header here: X-GitHub-Delivery, or Standard Webhooks' webhook-id.
+	// Header is the request header carrying the caller's key (default
+	// "Idempotency-Key"), read with the Idempotency-Key rules. A webhook
+	// receiver takes its sender's event id header with KeyFromHeader
+	// instead, which reads it as sent and applies the webhook defaults.
 	Header string
 	// KeyJSON, when set, takes the key from this field of the JSON body
-	// instead of a header, e.g. /id for Stripe's event id. A request whose
-	// body is not JSON, or whose field is absent, null, "" or not a string
-	// or number, is refused with 400 naming the field; KeyOptional and
-	// DeriveMissingKeys do not apply to it. Routes override it with
-	// KeyFromHeader and KeyFromJSON.
+	// instead of a header, e.g. /id for Stripe's event id, with the webhook
+	// defaults (see KeyFromJSON). Routes override it with KeyFromHeader
+	// and KeyFromJSON.
 	KeyJSON Pointer
 	// KeyOptional lets requests without a key through without the
 	// guarantee (default: they are refused with 400). Routes override it
@@ -57,8 +58,9 @@ type Config struct {
 	// Scope names the operation family of a request (default
 	// "METHOD /path"); the same key under two scopes is two records.
 	Scope func(*http.Request) string
-	// Fingerprint identifies the request (default Fingerprint). body is
-	// the whole request body.
+	// Fingerprint identifies the request (default Fingerprint, and
+	// FingerprintWithoutBody on routes keyed by a sender's event id). body
+	// is the whole request body.
 	Fingerprint func(r *http.Request, body []byte) []byte
 
 	// Wait is how long a duplicate of a request in flight waits for it
@@ -71,7 +73,8 @@ type Config struct {
 	Lease time.Duration
 	TTL   time.Duration
 	// Store reports whether a response with this status is stored and
-	// replayed (default: below 500); others release the key.
+	// replayed (default: below 500, and 200-299 on routes keyed by a
+	// sender's event id); others release the key.
 	Store func(status int) bool
 
 	// MaxBody bounds the request body read for the fingerprint (default
@@ -108,23 +111,20 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Header == "" {
 		c.Header = "Idempotency-Key"
 	}
+	if c.Header != "" && !httpguts.ValidHeaderFieldName(c.Header) {
+		return c, fmt.Errorf("idemhttp: Config.Header %q is not a header name", c.Header)
+	}
 	if c.MaxKeyLength <= 0 {
 		c.MaxKeyLength = 255
 	}
 	if c.Scope == nil {
 		c.Scope = func(r *http.Request) string { return r.Method + " " + r.URL.Path }
 	}
-	if c.Fingerprint == nil {
-		c.Fingerprint = Fingerprint
-	}
 	if c.Wait <= 0 {
 		c.Wait = 5 * time.Second
 	}
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = time.Second
-	}
-	if c.Store == nil {
-		c.Store = func(status int) bool { return status < 500 }
 	}
 	if c.MaxBody <= 0 {
 		c.MaxBody = 1 << 20
@@ -165,6 +165,12 @@ type route struct {
 	wait             time.Duration
 	header           string  // the key's header, when field is zero
 	field            Pointer // the key's field in a JSON body
+	// sender: the key is a webhook sender's event id (KeyFromHeader,
+	// KeyFromJSON, Config.KeyJSON), not a key the caller made up.
+	sender      bool
+	store       func(status int) bool
+	fingerprint func(r *http.Request, body []byte) []byte
+	err         error // a route option's misuse, raised by Handler
 }
 
 // KeyRequired sets whether requests to this route must carry a key.
@@ -177,22 +183,70 @@ func DeriveMissingKeys(derive bool) RouteOption { return func(r *route) { r.deri
 // WaitFor sets how long a duplicate waits for the request in flight.
 func WaitFor(d time.Duration) RouteOption { return func(r *route) { r.wait = d } }
 
-// KeyFromHeader takes this route's key from the named header, e.g. a
-// webhook sender's event id (X-GitHub-Delivery, webhook-id).
+// KeyFromHeader takes this route's key from the named header, a webhook
+// sender's event id (X-GitHub-Delivery, webhook-id), with the webhook
+// defaults: the value is the key as sent (no quotes or whitespace
+// removed; 1 to MaxKeyLength bytes of printable ASCII), a request without
+// it is refused with 400 whatever KeyOptional and DeriveMissingKeys say,
+// only 2xx answers are stored unless Config.Store says otherwise, and the
+// default fingerprint leaves the body out (FingerprintWithoutBody). An
+// invalid header name makes Handler panic.
 func KeyFromHeader(name string) RouteOption {
-	return func(r *route) { r.header, r.field = name, Pointer{} }
+	return func(r *route) {
+		r.header, r.field, r.sender, r.err = name, Pointer{}, true, nil
+		if !httpguts.ValidHeaderFieldName(name) {
+			r.err = fmt.Errorf("idemhttp: KeyFromHeader(%q): not a header name", name)
+		}
+	}
 }
 
 // KeyFromJSON takes this route's key from a field of the JSON body, e.g.
-// /id for Stripe's event id (see Config.KeyJSON).
-func KeyFromJSON(field Pointer) RouteOption { return func(r *route) { r.field = field } }
+// /id for Stripe's event id, with the webhook defaults of KeyFromHeader.
+// A request whose body is not JSON, or whose field is absent, null, "",
+// ambiguous or not a string or an integer, is refused with 400 naming the
+// field. The zero Pointer makes Handler panic: build it with ParsePointer.
+func KeyFromJSON(field Pointer) RouteOption {
+	return func(r *route) {
+		r.field, r.sender, r.err = field, true, nil
+		if field.IsZero() {
+			r.err = errors.New("idemhttp: KeyFromJSON: the Pointer is zero; build it with ParsePointer")
+		}
+	}
+}
 
-// Handler returns next wrapped with the guarantee.
+// Handler returns next wrapped with the guarantee. It panics when a route
+// option is misused (KeyFromJSON of the zero Pointer, KeyFromHeader of no
+// header name), as http.ServeMux does for a bad pattern: the route is the
+// program's, and would otherwise guard nothing it was meant to.
 func (m *Middleware) Handler(next http.Handler, opts ...RouteOption) http.Handler {
 	rt := route{required: !m.cfg.KeyOptional, derive: m.cfg.DeriveMissingKeys, wait: m.cfg.Wait,
-		header: m.cfg.Header, field: m.cfg.KeyJSON}
+		header: m.cfg.Header, field: m.cfg.KeyJSON, sender: !m.cfg.KeyJSON.IsZero()}
 	for _, o := range opts {
 		o(&rt)
+	}
+	if rt.err != nil {
+		panic(rt.err)
+	}
+	rt.store, rt.fingerprint = m.cfg.Store, m.cfg.Fingerprint
+	if rt.sender {
+		// A sender retries until it gets a 2xx, for days: a 4xx stored
+		// under its event id (an order not known yet, a forged delivery
+		// refused) would answer every retry, and the event would be lost.
+		// Its signature vouches for the body, which may differ between
+		// attempts of one event (Stripe's pending_webhooks).
+		rt.required, rt.derive = true, false
+		if rt.store == nil {
+			rt.store = func(status int) bool { return status >= 200 && status < 300 }
+		}
+		if rt.fingerprint == nil {
+			rt.fingerprint = FingerprintWithoutBody
+		}
+	}
+	if rt.store == nil {
+		rt.store = func(status int) bool { return status < 500 }
+	}
+	if rt.fingerprint == nil {
+		rt.fingerprint = Fingerprint
 	}
 	return &handler{m: m, next: next, route: rt}
 }
@@ -214,18 +268,22 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	derive := false
 	if !fromBody {
 		var err error
-		key, err = parseKey(r.Header.Values(h.route.header), cfg.MaxKeyLength)
+		read := parseKey
+		if h.route.sender {
+			read = senderKey
+		}
+		key, err = read(r.Header.Values(h.route.header), cfg.MaxKeyLength)
 		switch {
 		case errors.Is(err, errMissingKey) && h.route.derive:
 			derive = true
 		case errors.Is(err, errMissingKey) && h.route.required:
-			h.refuse(w, r, missingHeader(h.route.header))
+			h.refuse(w, r, missingHeader(h.route.header, h.route.sender))
 			return
 		case errors.Is(err, errMissingKey):
 			h.next.ServeHTTP(w, r)
 			return
 		case err != nil:
-			h.refuse(w, r, malformedHeader(h.route.header, err, cfg.MaxKeyLength))
+			h.refuse(w, r, malformedHeader(h.route.header, h.route.sender, err, cfg.MaxKeyLength))
 			return
 		}
 	}
@@ -265,7 +323,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		key = client.DeriveKey("idemhttp/derived/v1", tenant, r.Method, r.URL.Path, hex.EncodeToString(sum[:]))
 	}
 	id := client.ID{Tenant: tenant, Scope: cfg.Scope(r), Key: key}
-	h.serve(w, r, id, cfg.Fingerprint(r, body))
+	h.serve(w, r, id, h.route.fingerprint(r, body))
 }
 
 // serve runs the handler under the key, or answers from the record.
@@ -311,7 +369,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, id client.ID, fing
 			// connection, and the retry runs again. After one, the
 			// operation ran: the key is completed, and the panic raised
 			// again after that (answer).
-			if a.rec.status == 0 || !cfg.Store(a.rec.status) || a.rec.notAnswer {
+			if a.rec.status == 0 || !h.route.store(a.rec.status) || a.rec.notAnswer {
 				return
 			}
 			if p := recover(); p != nil {
@@ -343,19 +401,32 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, a
 		writeReplay(w, res.Response, res.CompletedAt)
 	case errors.Is(err, client.ErrMismatch):
 		h.observe(r, OutcomeMismatch)
-		p := notRun(http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency-Key reused",
-			"This key was already used with a different request; use a new key for a new operation.")
-		p.OperationState = StateMismatch // and nothing more: the record is another request's
-		writeProblem(w, p, 0)
+		writeProblem(w, h.reused(), 0)
 	case errors.Is(err, client.ErrExpired):
 		h.observe(r, OutcomeExpired)
-		writeProblem(w, expired(err), 0)
+		writeProblem(w, expired(err, h.route.sender), 0)
 	case errors.Is(err, client.ErrInProgress), errors.Is(err, client.ErrTooManyWaits):
 		h.observe(r, OutcomeConflict)
 		writeProblem(w, inFlight(err), cfg.RetryAfter)
 	case errors.Is(err, client.ErrRateLimited), errors.Is(err, client.ErrQuotaExceeded):
 		h.observe(r, OutcomeLimited)
 		h.refuseOverLimit(w, err)
+	case status.Code(err) == codes.InvalidArgument:
+		// The service refused the record's id: a key longer than its
+		// limit, which may be below MaxKeyLength, or a scope (a path) or
+		// tenant over its limits. A retry gets the same refusal, so it is
+		// a 400, not a 503 that a webhook sender would retry for days.
+		h.observe(r, OutcomeRefused)
+		msg := status.Convert(err).Message()
+		if !refusedKey(err) {
+			cfg.Logger.Warn("idemhttp: the idempotency service refused the request's record id",
+				"tenant", id.Tenant, "scope", id.Scope, "key", id.Key, "err", err)
+			writeProblem(w, notRun(http.StatusBadRequest, problemBase+"request-refused", "Request refused",
+				"The request was not processed: the idempotency service refused it: "+msg+"."), 0)
+			return
+		}
+		writeProblem(w, notRun(http.StatusBadRequest, ProblemInvalidKey, "Key refused",
+			fmt.Sprintf("The request was not processed: the idempotency service refused %s: %s.", h.route.keySource(), msg)), 0)
 	case refusedCredentials(err):
 		h.observe(r, OutcomeUnavailable)
 		cfg.Logger.Error("idemhttp: the idempotency service refused the middleware's credentials; "+
@@ -373,14 +444,34 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, id client.ID, a
 	}
 }
 
+// reused is the 422 answer: the key's record is another request's.
+func (h *handler) reused() problem {
+	title, detail := "Idempotency-Key reused",
+		"This key was already used with a different request; use a new key for a new operation."
+	if h.route.sender {
+		title, detail = "Event id reused",
+			"This endpoint already received "+h.route.keySource()+" with a different request: an event id names one event."
+	}
+	p := notRun(http.StatusUnprocessableEntity, ProblemKeyReused, title, detail)
+	p.OperationState = StateMismatch // and nothing more: the record is another request's
+	return p
+}
+
 // expired is the 410 answer: the operation ran under the key, or may have,
-// before the key's TTL ended, and the service kept only its tombstone.
-func expired(err error) problem {
-	p := problem{Type: ProblemExpired, Title: "Idempotency-Key expired", Status: http.StatusGone,
+// before the key's TTL ended, and the service kept only its tombstone. A
+// webhook sender cannot choose a new key, so it is told nothing of one.
+func expired(err error, sender bool) problem {
+	title, notAgainShort, notAgain := "Idempotency-Key expired", " Do not send it again with a new key.",
+		" Do not send it again with a new key: look its result up instead."
+	if sender {
+		title, notAgain = "Event id expired", " It is not processed again under this event id."
+		notAgainShort = notAgain
+	}
+	p := problem{Type: ProblemExpired, Title: title, Status: http.StatusGone,
 		OperationState: StateExpired}
 	var gone *client.ExpiredError
 	if !errors.As(err, &gone) {
-		p.Detail = "This operation ran, or may have, and its record expired: its response is gone. Do not send it again with a new key."
+		p.Detail = "This operation ran, or may have, and its record expired: its response is gone." + notAgainShort
 		return p
 	}
 	p.KeyExpiresAt = timeString(gone.ExpiresAt)
@@ -394,7 +485,7 @@ func expired(err error) problem {
 	if !gone.CompletedAt.IsZero() {
 		ran = fmt.Sprintf("ran and completed at %s; %s and", timeString(gone.CompletedAt), expiredAt)
 	}
-	p.Detail = "This operation " + ran + " its response is gone. Do not send it again with a new key: look its result up instead."
+	p.Detail = "This operation " + ran + " its response is gone." + notAgain
 	return p
 }
 
@@ -430,6 +521,21 @@ func (h *handler) refuseOverLimit(w http.ResponseWriter, err error) {
 		"The request was not processed: this tenant stores as many idempotency records as its quota allows; retry it with the same key after the Retry-After delay."), after)
 }
 
+// refusedKey reports whether the service refused the record's key, the
+// field its BadRequest names.
+func refusedKey(err error) bool {
+	for _, d := range status.Convert(err).Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.GetFieldViolations() {
+				if v.GetField() == "id.key" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // refusedCredentials reports whether the service refused the client's
 // credentials (Unauthenticated) or the tenant they were used for
 // (PermissionDenied): the middleware is misconfigured, not the caller.
@@ -441,7 +547,7 @@ func refusedCredentials(err error) bool {
 // classify stores the statuses Config.Store accepts and that fit.
 func (h *handler) classify(resp client.Response, err error) client.Action {
 	cfg := &h.m.cfg
-	if err != nil || !cfg.Store(resp.Status) || len(resp.Body) > cfg.MaxStoredBody {
+	if err != nil || !h.route.store(resp.Status) || len(resp.Body) > cfg.MaxStoredBody {
 		return client.Release
 	}
 	return client.Complete

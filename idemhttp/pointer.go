@@ -62,30 +62,6 @@ func (p Pointer) String() string { return p.text }
 // IsZero reports whether p is the zero Pointer, which names nothing.
 func (p Pointer) IsZero() bool { return p.tokens == nil }
 
-// lookup returns the value p names in doc, a value as encoding/json
-// decodes it into an any; ok is false when there is none. "-", which names
-// the element after an array's last, is never there.
-func (p Pointer) lookup(doc any) (v any, ok bool) {
-	v = doc
-	for _, tok := range p.tokens {
-		switch c := v.(type) {
-		case map[string]any:
-			if v, ok = c[tok]; !ok {
-				return nil, false
-			}
-		case []any:
-			i, ok := arrayIndex(tok)
-			if !ok || i >= len(c) {
-				return nil, false
-			}
-			v = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return v, true
-}
-
 // arrayIndex reads an RFC 6901 array index: "0", or digits without a
 // leading zero. Indices too large for any body are not indices.
 func arrayIndex(tok string) (int, bool) {

@@ -22,6 +22,7 @@ type problemBody struct {
 	Type           string  `json:"type"`
 	Title          string  `json:"title"`
 	Status         int     `json:"status"`
+	Detail         string  `json:"detail"`
 	OperationState string  `json:"operation_state"`
 	KeyExpiresAt   *string `json:"key_expires_at"`
 	SafeNewKey     *bool   `json:"safe_new_key"`

@@ -55,6 +55,10 @@ func (k *Key) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// sender reports whether the key is a webhook sender's event id rather
+// than a caller's Idempotency-Key.
+func (k Key) sender() bool { return k.Header != "" || k.JSON != "" }
+
 // check validates the key's source, and returns the parsed JSON Pointer
 // when the key is a body field.
 func (k Key) check() (idemhttp.Pointer, error) {

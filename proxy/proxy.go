@@ -113,7 +113,6 @@ func guard(r *Route, cfg Config, tenant func(*http.Request) (string, error), m *
 		Client:            cfg.Client,
 		Tenant:            tenant,
 		Methods:           []string{r.method},
-		Header:            r.Key.Header,
 		KeyJSON:           r.keyField,
 		KeyOptional:       r.Key.Mode == keyOptional,
 		DeriveMissingKeys: r.Key.Mode == keyDerived,
@@ -130,7 +129,13 @@ func guard(r *Route, cfg Config, tenant func(*http.Request) (string, error), m *
 	if err != nil {
 		return nil, err
 	}
-	return mw.Handler(upstream), nil
+	var opts []idemhttp.RouteOption
+	if r.Key.Header != "" {
+		// The sender's event id, read as sent, required whatever the
+		// defaults say.
+		opts = append(opts, idemhttp.KeyFromHeader(r.Key.Header))
+	}
+	return mw.Handler(upstream, opts...), nil
 }
 
 // handle registers a pattern, turning ServeMux's panic on a conflict into

@@ -56,7 +56,8 @@ type Route struct {
 	Wait  Duration `json:"wait"`
 	// Store lists the upstream statuses that are stored and replayed, as
 	// statuses and ranges ("200-299", 409); every other status releases
-	// the key. Default: every status below 500.
+	// the key. Default: every status below 500, and 200-299 when the key
+	// is a webhook sender's event id ({header: …} or {json: …}).
 	Store StatusSet `json:"store"`
 	// MaxRequestBytes bounds the request body (413 beyond); MaxResponseBytes
 	// the stored response body (a larger one is sent, and a not-kept marker
@@ -76,7 +77,8 @@ type Route struct {
 type Fingerprint struct {
 	// Body is canonical (JSON bodies parsed and re-serialised with sorted
 	// keys, other bodies byte for byte; the default), bytes (every body
-	// byte for byte) or none.
+	// byte for byte) or none (the default when the key is a webhook
+	// sender's event id).
 	Body string `json:"body"`
 	// Headers are request headers whose values count too.
 	Headers []string `json:"headers"`
@@ -167,7 +169,14 @@ func (r *Route) inherit(d Route) {
 	}
 	r.MaxRequestBytes = firstNonZero(r.MaxRequestBytes, d.MaxRequestBytes, defaultMaxBody)
 	r.MaxResponseBytes = firstNonZero(r.MaxResponseBytes, d.MaxResponseBytes, maxServiceBody)
-	r.Fingerprint.Body = firstNonZero(r.Fingerprint.Body, d.Fingerprint.Body, bodyCanonical)
+	// A webhook sender's signature vouches for the body, and attempts of
+	// one event may differ in it (Stripe's pending_webhooks): the event id
+	// alone says which event it is.
+	body := bodyCanonical
+	if r.Key.sender() {
+		body = bodyNone
+	}
+	r.Fingerprint.Body = firstNonZero(r.Fingerprint.Body, d.Fingerprint.Body, body)
 	if r.Fingerprint.Headers == nil {
 		r.Fingerprint.Headers = d.Fingerprint.Headers
 	}
@@ -233,12 +242,18 @@ func (rs *Routes) endToEnd() []string {
 	return slices.Compact(names)
 }
 
-// stores reports whether an upstream status is stored.
+// stores reports whether an upstream status is stored. A webhook sender
+// retries until it gets a 2xx: a 4xx stored under its event id (an order
+// the receiver does not know yet, a forged delivery refused) would answer
+// every retry, and the event would be lost.
 func (r *Route) stores(status int) bool {
-	if r.Store == nil {
-		return status < 500
+	switch {
+	case r.Store != nil:
+		return r.Store.Contains(status)
+	case r.Key.sender():
+		return status >= 200 && status < 300
 	}
-	return r.Store.Contains(status)
+	return status < 500
 }
 
 // Duration is a time.Duration written as "30s" or "24h".

@@ -97,16 +97,15 @@ func run(ctx context.Context, args []string, secret string, logOut io.Writer) er
 }
 
 // newReceiver guards POST /hooks with the event's webhook-id as its key.
-// Only a 2xx is stored: a delivery whose signature fails is answered 401
-// and leaves no record, so it cannot stand in for the real event.
+// KeyFromHeader stores only a 2xx: a delivery whose signature fails is
+// answered 401 and leaves no record, so it cannot stand in for the real
+// event.
 func newReceiver(c *client.Client, secret []byte, ttl time.Duration, log *slog.Logger) (http.Handler, error) {
 	mw, err := idemhttp.New(idemhttp.Config{
 		Client: c,
 		// One sender, one tenant: the events are this endpoint's.
 		Tenant: func(*http.Request) (string, error) { return "webhooks", nil },
-		Header: "webhook-id",
 		TTL:    ttl,
-		Store:  func(status int) bool { return status >= 200 && status < 300 },
 		Logger: log,
 	})
 	if err != nil {
@@ -114,7 +113,7 @@ func newReceiver(c *client.Client, secret []byte, ttl time.Duration, log *slog.L
 	}
 	ev := newEvents(secret)
 	mux := http.NewServeMux()
-	mux.Handle("POST /hooks", mw.Handler(http.HandlerFunc(ev.handle)))
+	mux.Handle("POST /hooks", mw.Handler(http.HandlerFunc(ev.handle), idemhttp.KeyFromHeader("webhook-id")))
 	mux.HandleFunc("GET /events/count", ev.count)
 	return mux, nil
 }
