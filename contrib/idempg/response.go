@@ -1,7 +1,6 @@
 package idempg
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -10,11 +9,6 @@ import (
 
 	"github.com/idemnode/idemnode/client"
 )
-
-// ErrCommitUnknown means a COMMIT returned an error and Do could not find
-// out whether it committed. The key is released: the next call's fence
-// finds the row if it did commit and replays it, or runs the function.
-var ErrCommitUnknown = errors.New("idempg: commit outcome unknown")
 
 // idemnode's limits on a response (rpc.DefaultLimits; the body's is
 // Options.MaxBody). A response outside them would be committed in the row
