@@ -10,10 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/contrib/idempg"
 	"github.com/idemnode/idemnode/rpc/idempb"
@@ -136,12 +132,7 @@ func newStaleRunner(t *testing.T, e *env) *idempg.Runner {
 	t.Helper()
 	cl := newClient(t, addrs(e.cluster), func(cfg *client.Config) {
 		cfg.Lease = time.Second
-		intercept(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
-			if method == idempb.Idempotency_Extend_FullMethodName {
-				return status.Error(codes.Unavailable, "test: Extend dropped")
-			}
-			return invoker(ctx, method, req, reply, cc, o...)
-		})(cfg)
+		drop(idempb.Idempotency_Extend_FullMethodName)(cfg)
 	})
 	r, err := idempg.New(e.db, cl, idempg.Options{})
 	if err != nil {

@@ -4,15 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/idemnode/idemnode/client"
-	"github.com/idemnode/idemnode/contrib/idempg"
-	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
 // TestRowWithAnotherFingerprint: a key's row is committed, and its record in
@@ -24,19 +17,7 @@ import (
 func TestRowWithAnotherFingerprint(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	lost := newClient(t, addrs(e.cluster), func(cfg *client.Config) {
-		cfg.FinishTimeout = 300 * time.Millisecond
-		intercept(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			if method == idempb.Idempotency_Complete_FullMethodName {
-				return status.Error(codes.Unavailable, "test: Complete dropped")
-			}
-			return invoker(ctx, method, req, reply, cc, opts...)
-		})(cfg)
-	})
-	r, err := idempg.New(e.db, lost, idempg.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := completeLostRunner(t, e)
 	id := testID("other-fingerprint")
 	first, err := r.Do(ctx, id, fingerprint, effect("first"))
 	if err != nil || !first.Executed {
