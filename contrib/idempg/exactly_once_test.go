@@ -7,11 +7,13 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/contrib/idempg"
+	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -26,6 +28,12 @@ import (
 // until another caller has taken the key over and that caller's fence waits
 // on this transaction's row lock; then it commits. Only the fence stops the
 // takeover from running the function a second time.
+//
+// Two holder processes join the run with 8 keys each: one frozen with
+// SIGSTOP inside its transactions, its extensions lost, resumed after the
+// leader crash once every key's takeover waits on its rows; one killed
+// with SIGKILL after its COMMITs and before any Complete. Their keys are
+// taken over by two racing callers each while the run goes on.
 func TestExactlyOnceUnderRacesAndFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1 000 keys and a leader crash against PostgreSQL")
@@ -34,6 +42,7 @@ func TestExactlyOnceUnderRacesAndFailover(t *testing.T) {
 	const keys, callers, workers, staleEvery = 1000, 3, 48, 10
 	stale := newStaleRunner(t, e)
 	var overtaken atomic.Int64
+	procs := startProcessHolders(t, e)
 	type call struct {
 		key string
 		n   int
@@ -112,6 +121,7 @@ func TestExactlyOnceUnderRacesAndFailover(t *testing.T) {
 	default:
 		t.Fatal("the leader was never crashed")
 	}
+	procGot := procs.finish(t, e, crashed)
 	t.Logf("%d calls over %d keys (%d ran the function, %d replayed), %d retried after an error; %d of %d stale holders committed with a takeover waiting on their row",
 		done.Load(), len(got), executed.Load(), replayed.Load(), retries.Load(), overtaken.Load(), keys/staleEvery)
 	if overtaken.Load() < keys/staleEvery/2 {
@@ -122,6 +132,9 @@ func TestExactlyOnceUnderRacesAndFailover(t *testing.T) {
 	}
 	if len(got) != keys {
 		t.Fatalf("%d keys answered, want %d", len(got), keys)
+	}
+	for k, bodies := range procGot {
+		got[k] = bodies
 	}
 	checkEffects(t, e.db, got)
 }
@@ -168,4 +181,85 @@ func stallUntilOvertaken(db *sql.DB, fn idempg.TxFunc, overtaken *atomic.Int64) 
 		}
 		return resp, nil
 	}
+}
+
+// frozenApp names the frozen holder process's connections, so the test can
+// see who waits on them.
+const frozenApp = "idempg-frozen-holder"
+
+// processHolders are the holder processes of the 1 000-key run and the
+// takeovers of their keys.
+type processHolders struct {
+	frozen             *holder
+	frozenKeys, killed []string
+	done               chan struct{}
+	mu                 sync.Mutex
+	got                map[string][]string
+	errs               []error
+}
+
+// startProcessHolders starts a frozen and a killed holder process, waits
+// until each has reached its point, and starts two racing takeovers of each
+// of their keys.
+func startProcessHolders(t *testing.T, e *env) *processHolders {
+	t.Helper()
+	p := &processHolders{frozenKeys: holderKeys("run-frozen", 8), killed: holderKeys("run-killed", 8),
+		done: make(chan struct{}), got: map[string][]string{}}
+	p.frozen = startHolder(t, e, stopInFnPartitioned, e.dsn+" application_name="+frozenApp, p.frozenKeys)
+	p.frozen.awaitReady(t, len(p.frozenKeys))
+	if err := p.frozen.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	k := startHolder(t, e, killAfterCommit, e.dsn, p.killed)
+	k.awaitReady(t, len(p.killed))
+	for range k.lines {
+	}
+	if err := <-k.done; err == nil {
+		t.Fatal("the killed holder process exited by itself")
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, errs := takeOverAll(e, append(p.frozenKeys, p.killed...))
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.errs = append(p.errs, errs...)
+			for k, res := range out {
+				p.got[k] = append(p.got[k], string(res.Response.Body))
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(p.done)
+	}()
+	return p
+}
+
+// finish resumes the frozen process after the leader crash, once a takeover
+// of each of its keys waits on its rows, and returns what every caller of
+// the processes' keys got.
+func (p *processHolders) finish(t *testing.T, e *env, crashed <-chan struct{}) map[string][]string {
+	t.Helper()
+	<-crashed
+	testutil.Eventually(t, 60*time.Second, "a takeover waiting on each of the frozen process's rows", func() error {
+		var n int
+		err := e.db.QueryRow(`SELECT count(*) FROM pg_stat_activity w WHERE EXISTS (SELECT 1 FROM pg_stat_activity b
+			WHERE b.pid = ANY (pg_blocking_pids(w.pid)) AND b.application_name = $1)`, frozenApp).Scan(&n)
+		if err == nil && n < len(p.frozenKeys) {
+			err = fmt.Errorf("%d of %d waiting", n, len(p.frozenKeys))
+		}
+		return err
+	})
+	stale := p.frozen.results(t)
+	<-p.done
+	for _, err := range p.errs {
+		t.Error(err)
+	}
+	for _, k := range p.frozenKeys {
+		p.got[k] = append(p.got[k], stale[k])
+	}
+	return p.got
 }
