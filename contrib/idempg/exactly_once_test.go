@@ -218,24 +218,45 @@ func startProcessHolders(t *testing.T, e *env) *processHolders {
 		t.Fatal("the killed holder process exited by itself")
 	}
 	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, errs := takeOverAll(e, append(p.frozenKeys, p.killed...))
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			p.errs = append(p.errs, errs...)
-			for k, res := range out {
-				p.got[k] = append(p.got[k], string(res.Response.Body))
-			}
-		}()
+	for _, k := range append(p.frozenKeys, p.killed...) {
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				body, err := untilAnswered(e, k)
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				if err != nil {
+					p.errs = append(p.errs, err)
+					return
+				}
+				p.got[k] = append(p.got[k], body)
+			}()
+		}
 	}
 	go func() {
 		wg.Wait()
 		close(p.done)
 	}()
 	return p
+}
+
+// untilAnswered calls Do for key until it returns a response, as an
+// application retries: a takeover whose fence waits through the leader
+// crash may lose its own lease and be fenced.
+func untilAnswered(e *env, key string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for {
+		res, err := e.r.Do(ctx, testID(key), fingerprint, effect("takeover"), client.WithWait(30*time.Second))
+		if err == nil {
+			return string(res.Response.Body), nil
+		}
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("takeover of %s: %w", key, err)
+		}
+		time.Sleep(time.Duration(rand.N(50)) * time.Millisecond)
+	}
 }
 
 // finish resumes the frozen process after the leader crash, once a takeover
