@@ -16,20 +16,28 @@
 // # The design
 //
 // Each key has a row in a table of the package's own (Migrate creates it;
-// MigrationSQL returns the SQL), keyed (tenant, scope, key). Runner.Do:
+// MigrationSQL returns the SQL), keyed (tenant, scope, key). The tenant is
+// id.Tenant, or Options.Tenant when id.Tenant is empty (as it is for
+// clients of a server with authentication, which takes the tenant from the
+// credentials the database cannot see); Do refuses a call with neither, so
+// two tenants never share a row. Runner.Do:
 //
 //  1. claims the key with client.Do (which extends the lease while the
 //     function runs and cancels it with client.ErrFenced when the lease is
 //     lost; a key already completed in idemnode is replayed from there);
 //  2. BEGINs a transaction and, as its first statement, inserts the key's
-//     row with the claim's fencing token: INSERT ... ON CONFLICT DO NOTHING;
+//     row with the claim's fencing token and the request's fingerprint:
+//     INSERT ... ON CONFLICT DO NOTHING;
 //  3. when a row was already there it was committed by an earlier holder
 //     (rows are only ever visible committed): the function does not run, the
 //     transaction is rolled back, and the key is completed in idemnode with
 //     the response read from the row. A holder that died between its COMMIT
-//     and its Complete is covered by exactly this;
-//  4. otherwise runs the function in the transaction, UPDATEs the row with
-//     its response, COMMITs, and completes the key with that response.
+//     and its Complete is covered by exactly this. A row committed with
+//     another fingerprint is client.ErrMismatch and the key is released,
+//     also when idemnode no longer has the key's record;
+//  4. otherwise runs the function in the transaction, checks its response
+//     against what idemnode's Complete accepts (refusing it before COMMIT),
+//     UPDATEs the row with it, COMMITs, and completes the key with it.
 //
 // On a fresh key that is two statements inside the caller's transaction (the
 // INSERT and the UPDATE) and no transaction of its own.
@@ -57,10 +65,14 @@
 //     session is terminated, its process dies, its context is cancelled
 //     when the lease is found lost), the new holder runs the function.
 //     Either way one transaction commits. Set
-//     idle_in_transaction_session_timeout below the lease on the
-//     connections Runner uses, and PostgreSQL itself terminates a frozen
-//     holder's idle transaction, so the new holder waits for the database's
-//     timeout rather than for the frozen process to wake.
+//     idle_in_transaction_session_timeout on the connections Runner uses,
+//     below the lease and above the longest gap between two statements of
+//     the function (a call to another system between statements counts),
+//     and PostgreSQL itself terminates a frozen holder's idle transaction,
+//     so the new holder waits for the database's timeout rather than for
+//     the frozen process to wake. A timeout shorter than such a gap ends a
+//     healthy holder's transaction: nothing commits, the key is released,
+//     and the call returns an error (safe, but it never succeeds).
 //
 // The row also records the fencing token of the claim that committed it, for
 // audit. Token order plays no part in the decision: the first commit of the
@@ -73,8 +85,19 @@
 // (client.Permanent) rolls the function's writes back and records its
 // response in the row in a single autocommitted INSERT before completing
 // the key, so a stale holder resuming later finds that response rather than
-// running the function. A transient failure rolls back and releases the key:
-// nothing was committed, and the next call runs the function.
+// running the function; when that INSERT fails, nothing is recorded and the
+// error Do returns is not permanent. A transient failure rolls back and
+// releases the key: nothing was committed, and the next call runs the
+// function.
+//
+// A COMMIT that returns an error (the connection lost, ctx cancelled) may
+// have committed. Do then runs the fence INSERT again in a transaction of
+// its own on another connection: it waits for the old transaction's row
+// lock, so it answers after that transaction ended. The row with this
+// call's token means committed (Do completes the key and returns the
+// response); a fresh insert, rolled back at once, means not committed (an
+// error, the key released); no answer (an error, or none in 30 s) is
+// ErrCommitUnknown, the key released, and the next call's fence finds out.
 //
 // # Isolation
 //
@@ -83,9 +106,11 @@
 // what that transaction committed. Under REPEATABLE READ and SERIALIZABLE
 // (Options.TxOptions) an INSERT that meets a row committed after the
 // transaction's snapshot fails with a serialization error; Do then reads the
-// row outside the transaction and replays it. A serialization failure of
-// the function's own statements or of the COMMIT is returned as an error and
-// the key is released: retry the call.
+// row outside the transaction and replays it; when there is no such row the
+// 40001 was about something else, and Do returns "serialization failure,
+// retry the call". A serialization failure of the function's own
+// statements or of the COMMIT is returned as an error and the key is
+// released: retry the call.
 //
 // # Limits
 //

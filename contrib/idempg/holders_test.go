@@ -17,9 +17,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/contrib/idempg"
+	"github.com/idemnode/idemnode/internal/testutil"
 	"github.com/idemnode/idemnode/rpc/idempb"
 )
 
@@ -34,6 +37,10 @@ const (
 	stopAtClaim = "stop-at-claim"
 	// stopInFn: inside the function, after the fence row is inserted.
 	stopInFn = "stop-in-fn"
+	// stopInFnPartitioned: as stopInFn, and every lease extension is lost,
+	// so the process does not learn that its lease ran out and commits
+	// when it resumes.
+	stopInFnPartitioned = "stop-in-fn-partitioned"
 	// killAfterCommit: after COMMIT, before Complete reaches idemnode.
 	killAfterCommit = "kill-after-commit"
 )
@@ -71,6 +78,8 @@ func holderMain(mode string) int {
 			completes.Wait()
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}
+		case mode == stopInFnPartitioned && method == idempb.Idempotency_Extend_FullMethodName:
+			return status.Error(codes.Unavailable, "test: Extend dropped")
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
@@ -93,7 +102,7 @@ func holderMain(mode string) int {
 		return 2
 	}
 	fn := effect(fmt.Sprintf("process %d", os.Getpid()))
-	if mode == stopInFn {
+	if mode == stopInFn || mode == stopInFnPartitioned {
 		inner := fn
 		fn = func(ctx context.Context, tx *sql.Tx) (client.Response, error) {
 			resp, err := inner(ctx, tx)
@@ -219,10 +228,25 @@ func (h *holder) results(t *testing.T) map[string]string {
 // frozen or dead holder's lease to run out.
 func takeOver(t *testing.T, e *env, keys []string) map[string]idempg.Result {
 	t.Helper()
-	var mu sync.Mutex
-	out := map[string]idempg.Result{}
-	var wg sync.WaitGroup
-	errs := make(chan error, len(keys))
+	out, errs := takeOverAll(e, keys)
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return out
+}
+
+// takeOverAll is takeOver returning its errors, for a goroutine other than
+// the test's.
+func takeOverAll(e *env, keys []string) (map[string]idempg.Result, []error) {
+	var (
+		mu   sync.Mutex
+		out  = map[string]idempg.Result{}
+		errs []error
+		wg   sync.WaitGroup
+	)
 	for _, k := range keys {
 		wg.Add(1)
 		go func() {
@@ -230,24 +254,17 @@ func takeOver(t *testing.T, e *env, keys []string) map[string]idempg.Result {
 			ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 			defer cancel()
 			res, err := e.r.Do(ctx, testID(k), fingerprint, effect("takeover"), client.WithWait(30*time.Second))
+			mu.Lock()
+			defer mu.Unlock()
 			if err != nil {
-				errs <- fmt.Errorf("takeover of %s: %w", k, err)
+				errs = append(errs, fmt.Errorf("takeover of %s: %w", k, err))
 				return
 			}
-			mu.Lock()
 			out[k] = res
-			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
-	return out
+	return out, errs
 }
 
 func holderKeys(mode string, n int) []string {
@@ -268,15 +285,63 @@ func TestHolderFrozenBeforeFence(t *testing.T) {
 	frozenTakeover(t, e, stopAtClaim, e.dsn)
 }
 
-// TestHolderFrozenInTransaction: a holder process is frozen with SIGSTOP
-// inside the function, its fence row inserted and its transaction open.
-// PostgreSQL ends its idle transaction (the process's connections set
+// TestHolderFrozenInTransactionIdleTimeout: a holder process is frozen with
+// SIGSTOP inside the function, its fence row inserted and its transaction
+// open. PostgreSQL ends its idle transaction (the process's connections set
 // idle_in_transaction_session_timeout), so the takeover runs while the
 // process is still frozen; when it wakes, its transaction is gone and its
-// retry gets the takeover's response.
-func TestHolderFrozenInTransaction(t *testing.T) {
+// retry gets the takeover's response. This shows the timeout's part; the
+// fence's is TestHolderFrozenInTransactionResumes.
+func TestHolderFrozenInTransactionIdleTimeout(t *testing.T) {
 	e := newEnv(t)
 	frozenTakeover(t, e, stopInFn, e.dsn+" idle_in_transaction_session_timeout=1500")
+}
+
+// TestHolderFrozenInTransactionResumes: a holder process is frozen with
+// SIGSTOP inside the function, past its lease, with no idle timeout and its
+// extensions lost (it will not learn the lease is gone). Another holder
+// takes every key over; its fence waits on the frozen transaction's row.
+// The process resumes and commits: the takeover must not run the function,
+// and replays the frozen holder's response.
+func TestHolderFrozenInTransactionResumes(t *testing.T) {
+	e := newEnv(t)
+	keys := holderKeys(stopInFnPartitioned, 8)
+	h := startHolder(t, e, stopInFnPartitioned, e.dsn, keys)
+	h.awaitReady(t, len(keys))
+	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		taken    map[string]idempg.Result
+		errs     []error
+		tookOver = make(chan struct{})
+	)
+	go func() {
+		defer close(tookOver)
+		taken, errs = takeOverAll(e, keys)
+	}()
+	testutil.Eventually(t, 30*time.Second, "every takeover's fence waiting on the frozen transactions", func() error {
+		var n int
+		err := e.db.QueryRow("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO%idempg_effects%'").Scan(&n)
+		if err == nil && n != len(keys) {
+			err = fmt.Errorf("%d of %d waiting", n, len(keys))
+		}
+		return err
+	})
+	stale := h.results(t)
+	<-tookOver
+	for _, err := range errs {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, k := range keys {
+		if !taken[k].Replayed || taken[k].Executed || !strings.Contains(string(taken[k].Response.Body), "by process") {
+			t.Errorf("takeover of %s: executed %v, replayed %v, %q; want the resumed holder's commit replayed",
+				k, taken[k].Executed, taken[k].Replayed, taken[k].Response.Body)
+		}
+		got[k] = []string{string(taken[k].Response.Body), stale[k]}
+	}
+	checkEffects(t, e.db, got)
 }
 
 // frozenTakeover freezes a holder process of 8 keys at mode's point, takes

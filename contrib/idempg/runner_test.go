@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,32 @@ func intercept(f grpc.UnaryClientInterceptor) func(*client.Config) {
 	return func(cfg *client.Config) {
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(f))
 	}
+}
+
+// drop returns a client option that fails every call of method with
+// Unavailable, as a network that loses them does.
+func drop(method string) func(*client.Config) {
+	return intercept(func(ctx context.Context, m string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if m == method {
+			return status.Error(codes.Unavailable, "test: "+path.Base(method)+" dropped")
+		}
+		return invoker(ctx, m, req, reply, cc, opts...)
+	})
+}
+
+// completeLostRunner is a runner on e's table whose Complete calls never
+// reach idemnode, with a 1 s lease: as if each holder died after COMMIT.
+func completeLostRunner(t *testing.T, e *env) *idempg.Runner {
+	t.Helper()
+	lost := newClient(t, addrs(e.cluster), func(cfg *client.Config) {
+		cfg.Lease, cfg.FinishTimeout = time.Second, 300*time.Millisecond
+		drop(idempb.Idempotency_Complete_FullMethodName)(cfg)
+	})
+	r, err := idempg.New(e.db, lost, idempg.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func TestDoRunsOnceAndReplays(t *testing.T) {
@@ -56,19 +83,7 @@ func TestDoRunsOnceAndReplays(t *testing.T) {
 func TestCommittedButNotCompleted(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	lost := newClient(t, addrs(e.cluster), func(cfg *client.Config) {
-		cfg.Lease, cfg.FinishTimeout = time.Second, 300*time.Millisecond
-		intercept(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			if method == idempb.Idempotency_Complete_FullMethodName {
-				return status.Error(codes.Unavailable, "test: Complete dropped")
-			}
-			return invoker(ctx, method, req, reply, cc, opts...)
-		})(cfg)
-	})
-	r, err := idempg.New(e.db, lost, idempg.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := completeLostRunner(t, e)
 	id := testID("lost-complete")
 	first, err := r.Do(ctx, id, fingerprint, effect("first"))
 	if err != nil || !first.Executed {
@@ -219,12 +234,7 @@ func TestStaleHolderCommitsFirst(t *testing.T) {
 			opts := idempg.Options{TxOptions: &sql.TxOptions{Isolation: iso}}
 			stale := newClient(t, addrs(e.cluster), func(cfg *client.Config) {
 				cfg.Lease = time.Second
-				intercept(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
-					if method == idempb.Idempotency_Extend_FullMethodName {
-						return status.Error(codes.Unavailable, "test: Extend dropped")
-					}
-					return invoker(ctx, method, req, reply, cc, o...)
-				})(cfg)
+				drop(idempb.Idempotency_Extend_FullMethodName)(cfg)
 			})
 			ra, err := idempg.New(e.db, stale, opts)
 			if err != nil {

@@ -31,6 +31,19 @@ type Options struct {
 	// TxOptions are passed to BeginTx (nil: the database's default
 	// isolation, READ COMMITTED unless configured otherwise).
 	TxOptions *sql.TxOptions
+	// Tenant is the tenant whose keys this Runner's rows belong to when an
+	// ID leaves Tenant empty, as the SDK asks of clients of a server with
+	// authentication on (the server takes the tenant from the
+	// credentials, which the database cannot see). Rows are keyed
+	// (tenant, scope, key), so a Runner needs a tenant for every call: Do
+	// refuses an ID with an empty Tenant when Tenant is empty, and an ID
+	// whose Tenant differs from a non-empty Tenant. Set it to the tenant
+	// of the client's credentials.
+	Tenant string
+	// MaxBody is the largest response body idemnode accepts (the
+	// server's Limits.MaxBody); 0 means idemnode's default, 1 MiB. Do
+	// refuses a larger response before COMMIT.
+	MaxBody int
 }
 
 // table is the quoted, schema-qualified name of the table and the
@@ -61,13 +74,13 @@ func newTable(opts Options) (table, error) {
 		name: q,
 		// The fence: the first statement of every transaction that may run
 		// the function. It waits for a concurrent holder's uncommitted row.
-		fence: "INSERT INTO " + q + " (" + cols + ", token) VALUES ($1, $2, $3, $4) ON CONFLICT (" + cols + ") DO NOTHING",
+		fence: "INSERT INTO " + q + " (" + cols + ", token, fingerprint) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (" + cols + ") DO NOTHING",
 		// The response, written into the row this transaction inserted.
 		record: "UPDATE " + q + " SET status = $5, headers = $6, body = $7, committed_at = now() WHERE " + match + " AND token = $4",
-		find:   "SELECT token, status, headers, body, committed_at FROM " + q + " WHERE " + match,
+		find:   "SELECT token, fingerprint, status, headers, body, committed_at FROM " + q + " WHERE " + match,
 		// A permanent failure's response, in a transaction of its own: the
 		// function's writes were rolled back.
-		recordAlone: "INSERT INTO " + q + " (" + cols + ", token, status, headers, body, committed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, now()) ON CONFLICT (" + cols + ") DO NOTHING",
+		recordAlone: "INSERT INTO " + q + " (" + cols + ", token, fingerprint, status, headers, body, committed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now()) ON CONFLICT (" + cols + ") DO NOTHING",
 		purge:       "DELETE FROM " + q + " WHERE committed_at < $1",
 		ddls: "CREATE SCHEMA IF NOT EXISTS " + pgx.Identifier{schema}.Sanitize() + ";\n" +
 			"CREATE TABLE IF NOT EXISTS " + q + " (\n" +
@@ -76,6 +89,8 @@ func newTable(opts Options) (table, error) {
 			"\tkey          text        NOT NULL,\n" +
 			"\t-- the fencing token of the claim whose transaction committed the row\n" +
 			"\ttoken        bigint      NOT NULL,\n" +
+			"\t-- the request's fingerprint: the key with another is client.ErrMismatch\n" +
+			"\tfingerprint  bytea       NOT NULL,\n" +
 			"\t-- the response; NULL only inside the transaction that inserted the row\n" +
 			"\tstatus       integer,\n" +
 			"\theaders      jsonb,\n" +

@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("postgres", flag.ContinueOnError)
 	cluster := fs.String("cluster", "127.0.0.11:7400,127.0.0.12:7400,127.0.0.13:7400", "idemnode gRPC addresses, comma-separated")
 	dsn := fs.String("dsn", "", "PostgreSQL connection string (pgx: keyword=value or a postgres:// URL)")
+	tenant := fs.String("tenant", "demo", "the tenant the rows belong to: with --auth on the server, the tenant of your credentials")
 	payment := fs.String("payment", "", "the payment's id: the idempotency key")
 	amount := fs.Int64("amount", 0, "the amount to debit, in cents (positive)")
 	if err := fs.Parse(args); err != nil {
@@ -53,6 +54,8 @@ func run(ctx context.Context, args []string) error {
 	switch {
 	case *dsn == "":
 		return errors.New("--dsn is required")
+	case *tenant == "":
+		return errors.New("--tenant is required: idempg keys its rows by tenant")
 	case *payment == "":
 		return errors.New("--payment is required")
 	case *amount <= 0:
@@ -72,7 +75,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	payments, err := idempg.New(db, cl, idempg.Options{})
+	// The ID below leaves Tenant empty, as clients of a server with --auth
+	// must; Options.Tenant tells idempg whose rows these are.
+	payments, err := idempg.New(db, cl, idempg.Options{Tenant: *tenant})
 	if err != nil {
 		return err
 	}
@@ -94,7 +99,11 @@ func run(ctx context.Context, args []string) error {
 		receipt := fmt.Sprintf("debited %d for payment %s at %s; balance %d\n", *amount, *payment, time.Now().UTC().Format(time.RFC3339), balance)
 		return client.Response{Status: 200, Body: []byte(receipt)}, nil
 	})
-	if err != nil && !client.IsPermanent(err) {
+	switch {
+	case errors.Is(err, idempg.ErrCommitUnknown):
+		return fmt.Errorf("%w; run again with the same --payment to find out", err)
+	case err != nil && !client.IsPermanent(err):
+		// Nothing was committed or recorded: res holds no response.
 		return err
 	}
 	how := "ran now"

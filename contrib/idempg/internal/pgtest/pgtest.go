@@ -1,7 +1,7 @@
 // Package pgtest runs a throwaway PostgreSQL server for tests: initdb on a
-// temporary directory and pg_ctl start, listening only on a Unix socket in
-// that directory (no TCP port, so test runs never collide), stopped and
-// removed at the end. Debian keeps the server's programs under
+// temporary directory and pg_ctl start, listening on a free TCP port of
+// 127.0.0.1 (clients connect over TCP, as applications do) and on a Unix
+// socket in that directory (for pg_ctl), stopped and removed at the end. Debian keeps the server's programs under
 // /usr/lib/postgresql/<version>/bin, off PATH. initdb refuses to run as
 // root, and CI runs as root: the server then runs as the unprivileged user
 // nobody (runuser), on a directory it owns.
@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -36,6 +37,7 @@ const runAs = "nobody"
 // Server is a running throwaway server.
 type Server struct {
 	dir, bin string
+	port     int
 	asUser   string // "" when the server runs as this process's user
 	dbs      atomic.Int64
 }
@@ -78,9 +80,14 @@ func (s *Server) start(settings []string) error {
 	if out, err := s.run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
 		return fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
 	}
-	// A socket only (listen_addresses empty); durability is not what these
-	// tests are about, so fsync is off.
-	o := []string{"-k", s.dir, "-c", "listen_addresses=", "-c", "fsync=off", "-c", "synchronous_commit=off",
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.port = port
+	// Durability is not what these tests are about, so fsync is off.
+	o := []string{"-k", s.dir, "-c", "listen_addresses=127.0.0.1", "-c", "port=" + strconv.Itoa(port),
+		"-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=300"}
 	for _, kv := range settings {
 		o = append(o, "-c", kv)
@@ -116,9 +123,24 @@ func (s *Server) Stop() {
 	os.RemoveAll(s.dir)
 }
 
-// DSN is the connection string of database db.
+// Addr is the server's TCP address, 127.0.0.1:port.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// DSN is the connection string of database db, over TCP.
 func (s *Server) DSN(db string) string {
-	return fmt.Sprintf("host=%s port=5432 user=postgres dbname=%s sslmode=disable", s.dir, db)
+	return fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=%s sslmode=disable", s.port, db)
+}
+
+// freePort returns a TCP port of 127.0.0.1 that was free a moment ago. The
+// server binds it right after; another process taking it in between makes
+// pg_ctl start fail with a clear error rather than share a server.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // NewDB creates a fresh database for t and returns its connection string and

@@ -2,6 +2,8 @@ package pgtest
 
 import (
 	"errors"
+	"net"
+	"strconv"
 	"testing"
 )
 
@@ -39,5 +41,22 @@ func TestRequire(t *testing.T) {
 				t.Errorf("skipped %v, failed %v; want %v, %v", r.skipped, r.failed, tc.skipped, tc.failed)
 			}
 		})
+	}
+}
+
+// TestServerListensOnLoopbackTCP: clients reach the server over TCP on
+// 127.0.0.1, and the server says so.
+func TestServerListensOnLoopbackTCP(t *testing.T) {
+	s, err := Start()
+	Require(t, err)
+	defer s.Stop()
+	_, db := s.NewDB(t)
+	var addr string
+	var port int
+	if err := db.QueryRow("SELECT host(inet_client_addr()), inet_server_port()").Scan(&addr, &port); err != nil {
+		t.Fatal(err)
+	}
+	if want := s.Addr(); net.JoinHostPort(addr, strconv.Itoa(port)) != want {
+		t.Fatalf("connected over %s:%d, want TCP to %s", addr, port, want)
 	}
 }
