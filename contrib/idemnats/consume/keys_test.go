@@ -2,6 +2,7 @@ package consume
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,6 +91,10 @@ func TestNewRefusesIncompleteConfig(t *testing.T) {
 		"no scope":       {Client: cl, Key: FromHeader("id")},
 		"no key":         {Client: cl, Scope: "s"},
 		"negative lease": {Client: cl, Scope: "s", Key: FromHeader("id"), Lease: -time.Second},
+		"long scope":     {Client: cl, Scope: strings.Repeat("s", 257), Key: FromHeader("id")},
+		"control scope":  {Client: cl, Scope: "a\tb", Key: FromHeader("id")},
+		"spaced tenant":  {Client: cl, Tenant: "a b", Scope: "s", Key: FromHeader("id")},
+		"huge result":    {Client: cl, Scope: "s", Key: FromHeader("id"), MaxResult: 1<<20 + 1},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: New accepted %+v", name, cfg)
