@@ -44,7 +44,11 @@ func TestCompetingConsumersAcrossLeaderFailover(t *testing.T) {
 		e.startWorker(t, name, consume.Config{}, h, nil)
 	}
 	ids := e.publish(t, name, 0, n)
-	<-third
+	select {
+	case <-third:
+	case <-time.After(60 * time.Second):
+		t.Fatal("a third of the messages did not have their effect within 60s")
+	}
 	old := e.cluster.WaitLeader(10 * time.Second)
 	e.cluster.Crash(old)
 	if next := e.cluster.WaitLeader(30 * time.Second); next == old {

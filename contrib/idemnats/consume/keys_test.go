@@ -36,6 +36,7 @@ func TestFromJSONField(t *testing.T) {
 		{"/m~0n", `{"m~n":"tilde"}`, "tilde"},
 		{"/~01", `{"~1":"not a slash"}`, "not a slash"},
 		{"/", `{"":"empty name"}`, "empty name"},
+		{"/items/0", `{"items":["a"]}` + " \n", "a"},
 		// Errors: every one is ErrNoKey.
 		{"/id", `{"other":"x"}`, ""},
 		{"/id", `{"id":""}`, ""},
@@ -47,6 +48,10 @@ func TestFromJSONField(t *testing.T) {
 		{"/items/01", `{"items":["a","b"]}`, ""},
 		{"/items/-1", `{"items":["a","b"]}`, ""},
 		{"/id", `not json`, ""},
+		{"/items/+1", `{"items":["a","b"]}`, ""},
+		{"/items/-0", `{"items":["a","b"]}`, ""},
+		{"/id", `{"id":"a"} {"id":"b"}`, ""},
+		{"/id", `{"id":"a"} trailing`, ""},
 	} {
 		got, err := FromJSONField(tc.pointer)(payload{data: tc.data})
 		if tc.want == "" {
