@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/idemnode/idemnode/client"
 	"github.com/idemnode/idemnode/contrib/idemnats/consume"
 )
 
@@ -27,20 +25,7 @@ func TestHeldKeySpendsNoDeliveries(t *testing.T) {
 	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: time.Second, MaxDeliver: 3})
 	sub := e.advisories(t, "MAX_DELIVERIES", name)
 	fx := newEffects(1)
-	started := make(chan struct{})
-	var once sync.Once
-	victim := e.startWorker(t, name, consume.Config{}, func(ctx context.Context, m consume.Message) ([]byte, error) {
-		once.Do(func() { close(started) })
-		<-ctx.Done()
-		return nil, context.Cause(ctx)
-	}, nil)
-	ids := e.publish(t, name, 0, 1)
-	select {
-	case <-started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first worker's handler did not start")
-	}
-	victim.kill()
+	ids := e.killMidMessage(t, name)
 	e.startWorker(t, name, consume.Config{}, effectHandler(fx), nil)
 	fx.await(t, 30*time.Second)
 	e.settled(t, name, 30*time.Second)
@@ -62,9 +47,8 @@ func TestLargeResultRecordedAsDigest(t *testing.T) {
 	if n := runs.Load(); n != 1 {
 		t.Errorf("the handler ran %d times, want 1", n)
 	}
-	rec, err := w.cl.Get(context.Background(), client.ID{Scope: "jetstream/" + name + "/" + name, Key: ids[0]})
-	if err != nil || rec.Response == nil || !strings.HasPrefix(string(rec.Response.Body), "sha256:") || !strings.HasSuffix(string(rec.Response.Body), " 1048577 bytes") {
-		t.Errorf("record = %+v, %v; want completed with the result's digest and length", rec, err)
+	if body := recorded(t, w.cl, name, ids[0]); !strings.HasPrefix(body, "sha256:") || !strings.HasSuffix(body, " 1048577 bytes") {
+		t.Errorf("recorded %q, want the result's digest and length", body)
 	}
 }
 
@@ -72,24 +56,7 @@ func TestLargeResultRecordedAsDigest(t *testing.T) {
 // refuses (not ASCII): it is ended with a reason that says so, unrun,
 // instead of being handed back on every delivery.
 func TestInvalidKeyTerminates(t *testing.T) {
-	const name = "BADKEY"
-	e, _, sub, runs := counted(t, name, "MSG_TERMINATED", jetstream.ConsumerConfig{AckWait: 30 * time.Second}, consume.Config{},
-		func() ([]byte, error) { return nil, nil })
-	_, js := e.connect(t)
-	msg := nats.NewMsg(name + ".work")
-	msg.Header.Set(nats.MsgIdHdr, "évt-1")
-	msg.Data = []byte(`{}`)
-	if _, err := js.PublishMsg(context.Background(), msg); err != nil {
-		t.Fatalf("publish: %v", err)
-	}
-	adv := nextAdvisory(t, sub)
-	if reason, _ := adv["reason"].(string); !strings.Contains(reason, "printable ASCII") {
-		t.Errorf("advisory %v, want the reason to name the key rule", adv)
-	}
-	e.settled(t, name, 30*time.Second)
-	if n := runs.Load(); n != 0 {
-		t.Errorf("the handler ran %d times for a key idemnode refuses", n)
-	}
+	terminatedUnrun(t, "BADKEY", "évt-1", "printable ASCII")
 }
 
 // TestHashedKeyAcceptsAnyEventID takes a non-ASCII event id through

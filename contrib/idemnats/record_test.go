@@ -70,8 +70,7 @@ func TestResultRecordedAfterOutage(t *testing.T) {
 	if n := runs.Load(); n != 1 {
 		t.Errorf("the handler ran %d times, want 1", n)
 	}
-	rec, err := cl.Get(context.Background(), client.ID{Scope: "jetstream/" + name + "/" + name, Key: ids[0]})
-	if err != nil || rec.Response == nil || string(rec.Response.Body) != "done" {
-		t.Errorf("record = %+v, %v; want completed with the handler's result", rec, err)
+	if body := recorded(t, cl, name, ids[0]); body != "done" {
+		t.Errorf("recorded %q, want the handler's result", body)
 	}
 }

@@ -113,6 +113,17 @@ func TestHeartbeatHoldsSlowMessage(t *testing.T) {
 	}
 }
 
+// recorded returns the result recorded for key under consumer name's
+// default scope, failing t when the key is not completed.
+func recorded(t *testing.T, cl *client.Client, name, key string) string {
+	t.Helper()
+	rec, err := cl.Get(context.Background(), client.ID{Scope: "jetstream/" + name + "/" + name, Key: key})
+	if err != nil || rec.Response == nil {
+		t.Fatalf("record of %s = %+v, %v; want it completed", key, rec, err)
+	}
+	return string(rec.Response.Body)
+}
+
 // advisories subscribes to JetStream's advisories of kind for consumer name.
 func (e *env) advisories(t *testing.T, kind, name string) *nats.Subscription {
 	t.Helper()
@@ -194,28 +205,40 @@ func TestPermanentFailureTerminates(t *testing.T) {
 	if n := runs.Load(); n != 1 {
 		t.Errorf("the handler ran %d times, want 1", n)
 	}
-	rec, err := w.cl.Get(context.Background(), client.ID{Scope: "jetstream/" + name + "/" + name, Key: ids[0]})
-	if err != nil || rec.Response == nil || string(rec.Response.Body) != "card declined" {
-		t.Errorf("record = %+v, %v; want completed with the error's text", rec, err)
+	if body := recorded(t, w.cl, name, ids[0]); body != "card declined" {
+		t.Errorf("recorded %q, want the error's text", body)
 	}
 }
 
 // TestMessageWithoutKeyTerminates ends a message that has no Nats-Msg-Id
 // without running the handler or storing anything.
 func TestMessageWithoutKeyTerminates(t *testing.T) {
-	const name = "NOKEY"
-	e, _, sub, runs := counted(t, name, "MSG_TERMINATED", jetstream.ConsumerConfig{AckWait: 5 * time.Second}, consume.Config{},
+	terminatedUnrun(t, "NOKEY", "", "Nats-Msg-Id")
+}
+
+// terminatedUnrun publishes one message with Nats-Msg-Id msgID (none when
+// empty) to a new consumer name, and checks that it is ended (Term) with a
+// reason containing want and that the handler never ran.
+func terminatedUnrun(t *testing.T, name, msgID, want string) {
+	t.Helper()
+	e, _, sub, runs := counted(t, name, "MSG_TERMINATED", jetstream.ConsumerConfig{AckWait: 30 * time.Second}, consume.Config{},
 		func() ([]byte, error) { return nil, nil })
 	_, js := e.connect(t)
-	if _, err := js.Publish(context.Background(), name+".work", []byte(`{}`)); err != nil {
+	msg := nats.NewMsg(name + ".work")
+	if msgID != "" {
+		msg.Header.Set(nats.MsgIdHdr, msgID)
+	}
+	msg.Data = []byte(`{}`)
+	if _, err := js.PublishMsg(context.Background(), msg); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
 	adv := nextAdvisory(t, sub)
-	if reason, _ := adv["reason"].(string); !strings.Contains(reason, "Nats-Msg-Id") {
-		t.Errorf("advisory %v, want the reason to name the missing header", adv)
+	if reason, _ := adv["reason"].(string); !strings.Contains(reason, want) {
+		t.Errorf("advisory %v, want the reason to say %q", adv, want)
 	}
+	e.settled(t, name, 30*time.Second)
 	if n := runs.Load(); n != 0 {
-		t.Errorf("the handler ran %d times for a message without a key", n)
+		t.Errorf("the handler ran %d times for a message it must not run", n)
 	}
 }
 
