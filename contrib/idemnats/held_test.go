@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/idemnode/idemnode/client"
+	"github.com/idemnode/idemnode/contrib/idemnats"
 	"github.com/idemnode/idemnode/contrib/idemnats/consume"
 )
 
@@ -84,4 +86,68 @@ func TestHashedKeyAcceptsAnyEventID(t *testing.T) {
 	if n := runs.Load(); n != 1 {
 		t.Errorf("the handler ran %d times for two messages of one event id, want 1", n)
 	}
+}
+
+// TestDrainHandsBackHeldMessage: a message waiting for a key another holder
+// keeps (HoldFor a minute here) is handed back as soon as its subscription
+// is drained, so stopping a consumer does not wait out HoldFor.
+func TestDrainHandsBackHeldMessage(t *testing.T) {
+	e := newEnv(t)
+	const name = "DRAINHELD"
+	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: 30 * time.Second})
+	holder := e.newClient(t)
+	claim, err := holder.Claim(context.Background(), client.ID{Scope: "jetstream/" + name + "/" + name, Key: "m-0"},
+		client.Fingerprint([]byte(`{"n":0}`)), client.WithLease(time.Minute))
+	if err != nil || claim.Outcome != client.OutcomeWon {
+		t.Fatalf("claim: %+v, %v", claim, err)
+	}
+	var naked atomic.Bool
+	delivered := make(chan struct{}, 1)
+	_, js := e.connect(t)
+	cons, err := js.Consumer(context.Background(), name, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hd, err := idemnats.NewHandler(context.Background(), cons, consume.Config{Client: e.newClient(t), HoldFor: time.Minute}, func(context.Context, consume.Message) ([]byte, error) {
+		t.Error("the handler ran while another holder had the key")
+		return nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		hd.Handle(nakSeen{m, &naked})
+		delivered <- struct{}{}
+	}, jetstream.PullMaxMessages(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.publish(t, name, 0, 1)
+	select {
+	case <-delivered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the message was not delivered")
+	}
+	cc.Stop()
+	drained := make(chan struct{})
+	go func() { hd.Drain(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Drain waited on a held message (HoldFor is a minute)")
+	}
+	if !naked.Load() {
+		t.Error("Drain returned without handing the held message back (Nak)")
+	}
+}
+
+// nakSeen notes a Nak of the delivery.
+type nakSeen struct {
+	jetstream.Msg
+	naked *atomic.Bool
+}
+
+func (m nakSeen) NakWithDelay(d time.Duration) error {
+	m.naked.Store(true)
+	return m.Msg.NakWithDelay(d)
 }

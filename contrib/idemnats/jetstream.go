@@ -135,8 +135,9 @@ func (hd *Handler) Handle(m jetstream.Msg) {
 	}
 }
 
-// Drain makes Handle hand every further message back (Nak), and returns
-// when every message it took is done (acknowledged, handed back or ended).
+// Drain makes Handle hand every further message back (Nak), hands back at
+// once the messages waiting for a busy key or for idemnode, and returns when
+// every message it took is done (acknowledged, handed back or ended).
 // Stop the subscription first: its callback may still run for a moment
 // after ConsumeContext.Stop returns.
 func (hd *Handler) Drain() { hd.lane.Drain() }

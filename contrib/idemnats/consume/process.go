@@ -185,6 +185,12 @@ func (p *Processor) HoldFor() time.Duration { return p.cfg.HoldFor }
 // A panic of h releases the key (client.Do), hands the message back (Nak
 // after FailureDelay), and propagates.
 func (p *Processor) Process(ctx context.Context, m Message, h Handler) (Disposition, error) {
+	return p.process(ctx, ctx, m, h)
+}
+
+// process is Process, the waits for a busy or unreachable key ending also
+// when hold ends (a Lane being drained gives such messages back at once).
+func (p *Processor) process(ctx, hold context.Context, m Message, h Handler) (Disposition, error) {
 	key, err := p.cfg.Key(m)
 	switch {
 	case errors.Is(err, ErrNoKey):
@@ -223,7 +229,7 @@ func (p *Processor) Process(ctx context.Context, m Message, h Handler) (Disposit
 	var res client.Result
 	for {
 		res, err = p.cfg.Client.Do(ctx, id, p.cfg.Fingerprint(m), run, p.opts...)
-		if res.Executed || !holdable(err) || !p.pause(ctx, deadline, err) {
+		if res.Executed || !holdable(err) || !p.pause(hold, deadline, err) {
 			break
 		}
 	}
