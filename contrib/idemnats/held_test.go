@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemnode/idemnode/client"
@@ -73,14 +72,8 @@ func TestHashedKeyAcceptsAnyEventID(t *testing.T) {
 		runs.Add(1)
 		return nil, nil
 	}, nil)
-	_, js := e.connect(t)
 	for range 2 {
-		msg := nats.NewMsg(name + ".work")
-		msg.Header.Set("event-id", "évt-"+strings.Repeat("9", 300))
-		msg.Data = []byte(`{}`)
-		if _, err := js.PublishMsg(context.Background(), msg); err != nil {
-			t.Fatalf("publish: %v", err)
-		}
+		e.publishWith(t, name, "event-id", "évt-"+strings.Repeat("9", 300))
 	}
 	e.settled(t, name, 30*time.Second)
 	if n := runs.Load(); n != 1 {

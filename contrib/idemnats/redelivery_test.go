@@ -216,6 +216,21 @@ func TestMessageWithoutKeyTerminates(t *testing.T) {
 	terminatedUnrun(t, "NOKEY", "", "Nats-Msg-Id")
 }
 
+// publishWith publishes {} on name.work with header set to value (none
+// when value is empty).
+func (e *env) publishWith(t *testing.T, name, header, value string) {
+	t.Helper()
+	_, js := e.connect(t)
+	msg := nats.NewMsg(name + ".work")
+	if value != "" {
+		msg.Header.Set(header, value)
+	}
+	msg.Data = []byte(`{}`)
+	if _, err := js.PublishMsg(context.Background(), msg); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+}
+
 // terminatedUnrun publishes one message with Nats-Msg-Id msgID (none when
 // empty) to a new consumer name, and checks that it is ended (Term) with a
 // reason containing want and that the handler never ran.
@@ -223,15 +238,7 @@ func terminatedUnrun(t *testing.T, name, msgID, want string) {
 	t.Helper()
 	e, _, sub, runs := counted(t, name, "MSG_TERMINATED", jetstream.ConsumerConfig{AckWait: 30 * time.Second}, consume.Config{},
 		func() ([]byte, error) { return nil, nil })
-	_, js := e.connect(t)
-	msg := nats.NewMsg(name + ".work")
-	if msgID != "" {
-		msg.Header.Set(nats.MsgIdHdr, msgID)
-	}
-	msg.Data = []byte(`{}`)
-	if _, err := js.PublishMsg(context.Background(), msg); err != nil {
-		t.Fatalf("publish: %v", err)
-	}
+	e.publishWith(t, name, nats.MsgIdHdr, msgID)
 	adv := nextAdvisory(t, sub)
 	if reason, _ := adv["reason"].(string); !strings.Contains(reason, want) {
 		t.Errorf("advisory %v, want the reason to say %q", adv, want)
