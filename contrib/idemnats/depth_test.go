@@ -9,11 +9,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/idemnode/idemnode/contrib/idemnats"
 	"github.com/idemnode/idemnode/contrib/idemnats/consume"
 )
 
-// inFlight counts the deliveries of one subscription from the moment they
-// reach it to their Ack, and keeps the most seen at once.
+// inFlight counts the messages a lane holds, from the moment the lane takes
+// one up (Process asks for its key, once a slot is free) to its Ack, and
+// keeps the most seen at once. Counting at the subscription's callback
+// instead would count messages still waiting for a slot.
 type inFlight struct{ now, most atomic.Int32 }
 
 type trackedAck struct {
@@ -26,12 +29,17 @@ func (m trackedAck) Ack() error {
 	return m.Msg.Ack()
 }
 
-func (f *inFlight) wrap(m jetstream.Msg) jetstream.Msg {
-	n := f.now.Add(1)
-	for {
-		most := f.most.Load()
-		if n <= most || f.most.CompareAndSwap(most, n) {
-			return trackedAck{m, f}
+func (f *inFlight) wrap(m jetstream.Msg) jetstream.Msg { return trackedAck{m, f} }
+
+// key counts a message taken up, then returns its key from inner.
+func (f *inFlight) key(inner consume.KeyFunc) consume.KeyFunc {
+	return func(m consume.Message) (string, error) {
+		n := f.now.Add(1)
+		for {
+			most := f.most.Load()
+			if n <= most || f.most.CompareAndSwap(most, n) {
+				return inner(m)
+			}
 		}
 	}
 }
@@ -55,7 +63,7 @@ func TestDepthOverlapsMessagesNotHandlers(t *testing.T) {
 		return nil, nil
 	}
 	var flight inFlight
-	e.startWorker(t, name, consume.Config{Depth: 4}, h, flight.wrap)
+	e.startWorker(t, name, consume.Config{Depth: 4, Key: flight.key(idemnats.MsgID())}, h, flight.wrap)
 	ids := e.publish(t, name, 0, n)
 	fx.await(t, 30*time.Second)
 	e.settled(t, name, 30*time.Second)

@@ -44,7 +44,11 @@ func TestCompetingConsumersAcrossLeaderFailover(t *testing.T) {
 		e.startWorker(t, name, consume.Config{}, h, nil)
 	}
 	ids := e.publish(t, name, 0, n)
-	<-third
+	select {
+	case <-third:
+	case <-time.After(60 * time.Second):
+		t.Fatal("a third of the messages did not have their effect within 60s")
+	}
 	old := e.cluster.WaitLeader(10 * time.Second)
 	e.cluster.Crash(old)
 	if next := e.cluster.WaitLeader(30 * time.Second); next == old {
@@ -67,19 +71,8 @@ func TestKilledConsumerMidMessage(t *testing.T) {
 	const name = "KILLED"
 	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: time.Second})
 	fx := newEffects(40)
-	started := make(chan struct{})
-	var once sync.Once
-	victim := e.startWorker(t, name, consume.Config{}, func(ctx context.Context, m consume.Message) ([]byte, error) {
-		once.Do(func() { close(started) })
-		// Blocked until the test ends (its cleanup cancels ctx): the
-		// process is dead, and this handler never gets to its effect.
-		<-ctx.Done()
-		return nil, context.Cause(ctx)
-	}, nil)
-	ids := e.publish(t, name, 0, 1)
+	ids := e.killMidMessage(t, name)
 	victimID := ids[0]
-	<-started
-	victim.kill()
 
 	var held atomic.Int32
 	wrap := func(m jetstream.Msg) jetstream.Msg {
@@ -98,6 +91,30 @@ func TestKilledConsumerMidMessage(t *testing.T) {
 	if held.Load() < 1 {
 		t.Errorf("the killed worker's message was not redelivered to a survivor")
 	}
+}
+
+// killMidMessage publishes one message to consumer name and kills the
+// worker running its handler before the effect, as a crash would; the
+// message's key stays held until that worker's lease lapses.
+func (e *env) killMidMessage(t *testing.T, name string) []string {
+	t.Helper()
+	started := make(chan struct{})
+	var once sync.Once
+	victim := e.startWorker(t, name, consume.Config{}, func(ctx context.Context, m consume.Message) ([]byte, error) {
+		once.Do(func() { close(started) })
+		// Blocked until the test ends (its cleanup cancels ctx): the
+		// process is dead, and this handler never gets to its effect.
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}, nil)
+	ids := e.publish(t, name, 0, 1)
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first worker's handler did not start")
+	}
+	victim.kill()
+	return ids
 }
 
 // lostAck drops the first Ack of a delivery, as a worker that crashed after

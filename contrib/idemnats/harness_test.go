@@ -101,7 +101,8 @@ func (e *env) newClient(t testing.TB, tune ...func(*client.Config)) *client.Clie
 }
 
 // consumer makes the stream name (subjects name.>) and its durable consumer
-// name, with explicit acks and cc's other settings.
+// name, with explicit acks, MaxDeliver 20 unless cc sets one (NewHandler
+// refuses an unlimited one) and cc's other settings.
 func (e *env) consumer(t testing.TB, name string, cc jetstream.ConsumerConfig) {
 	t.Helper()
 	_, js := e.connect(t)
@@ -111,6 +112,9 @@ func (e *env) consumer(t testing.TB, name string, cc jetstream.ConsumerConfig) {
 		t.Fatalf("create stream: %v", err)
 	}
 	cc.Durable, cc.AckPolicy = name, jetstream.AckExplicitPolicy
+	if cc.MaxDeliver == 0 {
+		cc.MaxDeliver = 20
+	}
 	if _, err := js.CreateConsumer(ctx, name, cc); err != nil {
 		t.Fatalf("create consumer: %v", err)
 	}
@@ -196,8 +200,9 @@ type effects struct {
 	mu    sync.Mutex
 	count map[string]int
 	// all is closed once every key of want had its effect.
-	want int
-	all  chan struct{}
+	want    int
+	all     chan struct{}
+	allOnce sync.Once
 }
 
 func newEffects(want int) *effects {
@@ -210,7 +215,7 @@ func (f *effects) apply(key string) {
 	defer f.mu.Unlock()
 	f.count[key]++
 	if len(f.count) == f.want && f.count[key] == 1 {
-		close(f.all)
+		f.allOnce.Do(func() { close(f.all) })
 	}
 }
 

@@ -65,28 +65,43 @@ type Handler struct {
 //   - Key: MsgID (the Nats-Msg-Id header).
 //   - Scope: "jetstream/<stream>/<consumer>", so competing subscribers of one
 //     durable consumer share keys and two consumers of one stream do not.
-//     An ephemeral consumer's name changes when it is made again: give such
-//     consumers a Scope.
+//     An ephemeral consumer's name changes when it is made again, and a
+//     renamed consumer runs every message again: give such consumers a
+//     Scope. The scope names no NATS account or domain: two accounts'
+//     streams of one name need Scopes of their own.
 //   - Heartbeat: a third of the consumer's AckWait, so a handler slower than
-//     AckWait is not redelivered while it runs; negative sends none.
+//     AckWait, or a message held while its key is busy elsewhere, is not
+//     redelivered while it is worked on.
 //
-// The consumer must acknowledge explicitly (AckExplicitPolicy). A message
-// whose handler keeps failing is handed back until the consumer's MaxDeliver
+// It refuses a consumer that does not acknowledge explicitly
+// (AckExplicitPolicy), one without a delivery limit (MaxDeliver -1, the
+// default: a message whose handler always fails would loop forever), a
+// Heartbeat not below AckWait, and a negative Heartbeat (none) with a
+// HoldFor not below AckWait (the held message would be redelivered).
+//
+// A message whose handler keeps failing is handed back until MaxDeliver
 // ends it, and JetStream publishes its MAX_DELIVERIES advisory; the key was
-// released after each failure. ctx ends the work of every message in flight
-// (their keys are released and the messages handed back).
+// released after each failure. Only failures of the handler and messages
+// given back after HoldFor spend deliveries. ctx ends the work of every
+// message in flight (their keys are released and the messages handed back).
 //
-// With cfg.Depth above 1, set the consumer's MaxAckPending to at least
-// Depth times the number of subscribers, and its AckWait well above the
-// time Depth messages take, or JetStream holds back or redelivers messages
-// a subscriber has taken but not yet started.
+// Subscribe with cons.Consume(hd.Handle, jetstream.PullMaxMessages(n)) for
+// a small n (Depth, or a few more): messages the client has fetched but
+// the lane has not taken get no InProgress, and the client fetches 500 by
+// default, which AckWait may not cover. With cfg.Depth above 1, set the
+// consumer's MaxAckPending to at least Depth times the number of
+// subscribers.
 func NewHandler(ctx context.Context, cons jetstream.Consumer, cfg consume.Config, h consume.Handler) (*Handler, error) {
 	info := cons.CachedInfo()
 	if info == nil {
 		return nil, errors.New("idemnats: the consumer has no cached info")
 	}
-	if info.Config.AckPolicy != jetstream.AckExplicitPolicy {
-		return nil, fmt.Errorf("idemnats: consumer %s acks with %s; want explicit acknowledgements (AckExplicitPolicy), or a message could be acknowledged before its result is recorded", info.Name, info.Config.AckPolicy)
+	cc := info.Config
+	if cc.AckPolicy != jetstream.AckExplicitPolicy {
+		return nil, fmt.Errorf("idemnats: consumer %s acks with %s; want explicit acknowledgements (AckExplicitPolicy), or a message could be acknowledged before its result is recorded", info.Name, cc.AckPolicy)
+	}
+	if cc.MaxDeliver <= 0 {
+		return nil, fmt.Errorf("idemnats: consumer %s has no MaxDeliver; set one (such as 5), or a message whose handler always fails is delivered forever", info.Name)
 	}
 	if cfg.Key == nil {
 		cfg.Key = MsgID()
@@ -95,11 +110,17 @@ func NewHandler(ctx context.Context, cons jetstream.Consumer, cfg consume.Config
 		cfg.Scope = "jetstream/" + info.Stream + "/" + info.Name
 	}
 	if cfg.Heartbeat == 0 {
-		cfg.Heartbeat = info.Config.AckWait / 3
+		cfg.Heartbeat = cc.AckWait / 3
 	}
 	p, err := consume.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("idemnats: %w", err)
+	}
+	switch {
+	case cfg.Heartbeat >= cc.AckWait:
+		return nil, fmt.Errorf("idemnats: Heartbeat %s is not below consumer %s's AckWait %s: messages would be redelivered while they run", cfg.Heartbeat, info.Name, cc.AckWait)
+	case cfg.Heartbeat < 0 && p.HoldFor() >= cc.AckWait:
+		return nil, fmt.Errorf("idemnats: without a Heartbeat, HoldFor %s must be below consumer %s's AckWait %s, or a held message is redelivered", p.HoldFor(), info.Name, cc.AckWait)
 	}
 	return &Handler{ctx: ctx, lane: p.Lane(h)}, nil
 }
@@ -114,8 +135,9 @@ func (hd *Handler) Handle(m jetstream.Msg) {
 	}
 }
 
-// Drain makes Handle hand every further message back (Nak), and returns
-// when every message it took is done (acknowledged, handed back or ended).
+// Drain makes Handle hand every further message back (Nak), hands back at
+// once the messages waiting for a busy key or for idemnode, and returns when
+// every message it took is done (acknowledged, handed back or ended).
 // Stop the subscription first: its callback may still run for a moment
 // after ConsumeContext.Stop returns.
 func (hd *Handler) Drain() { hd.lane.Drain() }

@@ -75,9 +75,11 @@ func TestAckWaitExpiresWithoutHeartbeat(t *testing.T) {
 		fx.apply(m.Header(nats.MsgIdHdr))
 		return []byte("done"), nil
 	}
-	e.startWorker(t, name, consume.Config{Heartbeat: -1}, slow, seen.wrap)
+	// Without heartbeats, HoldFor must stay below AckWait (NewHandler).
+	cfg := consume.Config{Heartbeat: -1, HoldFor: 500 * time.Millisecond}
+	e.startWorker(t, name, cfg, slow, seen.wrap)
 	ids := e.publish(t, name, 0, 1)
-	e.startWorker(t, name, consume.Config{Heartbeat: -1}, slow, seen.wrap)
+	e.startWorker(t, name, cfg, slow, seen.wrap)
 	fx.await(t, 30*time.Second)
 	e.settled(t, name, 30*time.Second)
 	fx.exactlyOnce(t, ids)
@@ -86,26 +88,40 @@ func TestAckWaitExpiresWithoutHeartbeat(t *testing.T) {
 	}
 }
 
-// TestHeartbeatHoldsSlowMessage runs a handler for three AckWaits with the
-// default heartbeat (a third of AckWait): JetStream does not redeliver it.
+// TestHeartbeatHoldsSlowMessage runs a handler for two and a half AckWaits
+// with an InProgress every eighth of AckWait (wide margins: the machine may
+// be loaded): JetStream does not redeliver it.
 func TestHeartbeatHoldsSlowMessage(t *testing.T) {
 	const name = "HEARTBEAT"
-	e, fx, seen := oneSlowMessage(t, name)
+	e := newEnv(t)
+	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: 2 * time.Second})
+	fx, seen := newEffects(1), newMaxDeliveries()
 	slow := func(ctx context.Context, m consume.Message) ([]byte, error) {
-		time.Sleep(3 * time.Second) // the simulated work: three AckWaits long
+		time.Sleep(5 * time.Second) // the simulated work: 2.5 AckWaits long
 		fx.apply(m.Header(nats.MsgIdHdr))
 		return []byte("done"), nil
 	}
 	for range 2 {
-		e.startWorker(t, name, consume.Config{}, slow, seen.wrap)
+		e.startWorker(t, name, consume.Config{Heartbeat: 250 * time.Millisecond}, slow, seen.wrap)
 	}
 	ids := e.publish(t, name, 0, 1)
 	fx.await(t, 30*time.Second)
 	e.settled(t, name, 30*time.Second)
 	fx.exactlyOnce(t, ids)
 	if n := seen.of(ids[0]); n != 1 {
-		t.Errorf("the slow message was delivered %d times, want once (InProgress every third of AckWait)", n)
+		t.Errorf("the slow message was delivered %d times, want once (InProgress every eighth of AckWait)", n)
 	}
+}
+
+// recorded returns the result recorded for key under consumer name's
+// default scope, failing t when the key is not completed.
+func recorded(t *testing.T, cl *client.Client, name, key string) string {
+	t.Helper()
+	rec, err := cl.Get(context.Background(), client.ID{Scope: "jetstream/" + name + "/" + name, Key: key})
+	if err != nil || rec.Response == nil {
+		t.Fatalf("record of %s = %+v, %v; want it completed", key, rec, err)
+	}
+	return string(rec.Response.Body)
 }
 
 // advisories subscribes to JetStream's advisories of kind for consumer name.
@@ -189,63 +205,90 @@ func TestPermanentFailureTerminates(t *testing.T) {
 	if n := runs.Load(); n != 1 {
 		t.Errorf("the handler ran %d times, want 1", n)
 	}
-	rec, err := w.cl.Get(context.Background(), client.ID{Scope: "jetstream/" + name + "/" + name, Key: ids[0]})
-	if err != nil || rec.Response == nil || string(rec.Response.Body) != "card declined" {
-		t.Errorf("record = %+v, %v; want completed with the error's text", rec, err)
+	if body := recorded(t, w.cl, name, ids[0]); body != "card declined" {
+		t.Errorf("recorded %q, want the error's text", body)
 	}
 }
 
 // TestMessageWithoutKeyTerminates ends a message that has no Nats-Msg-Id
 // without running the handler or storing anything.
 func TestMessageWithoutKeyTerminates(t *testing.T) {
-	const name = "NOKEY"
-	e, _, sub, runs := counted(t, name, "MSG_TERMINATED", jetstream.ConsumerConfig{AckWait: 5 * time.Second}, consume.Config{},
-		func() ([]byte, error) { return nil, nil })
+	terminatedUnrun(t, "NOKEY", "", "Nats-Msg-Id")
+}
+
+// publishWith publishes {} on name.work with header set to value (none
+// when value is empty).
+func (e *env) publishWith(t *testing.T, name, header, value string) {
+	t.Helper()
 	_, js := e.connect(t)
-	if _, err := js.Publish(context.Background(), name+".work", []byte(`{}`)); err != nil {
+	msg := nats.NewMsg(name + ".work")
+	if value != "" {
+		msg.Header.Set(header, value)
+	}
+	msg.Data = []byte(`{}`)
+	if _, err := js.PublishMsg(context.Background(), msg); err != nil {
 		t.Fatalf("publish: %v", err)
-	}
-	adv := nextAdvisory(t, sub)
-	if reason, _ := adv["reason"].(string); !strings.Contains(reason, "Nats-Msg-Id") {
-		t.Errorf("advisory %v, want the reason to name the missing header", adv)
-	}
-	if n := runs.Load(); n != 0 {
-		t.Errorf("the handler ran %d times for a message without a key", n)
 	}
 }
 
-// TestUnavailableIdemnodeNaks points the helper at an address where no node
-// listens: the handler never runs, and the message is handed back and
-// delivered again instead of being acknowledged.
-func TestUnavailableIdemnodeNaks(t *testing.T) {
+// terminatedUnrun publishes one message with Nats-Msg-Id msgID (none when
+// empty) to a new consumer name, and checks that it is ended (Term) with a
+// reason containing want and that the handler never ran.
+func terminatedUnrun(t *testing.T, name, msgID, want string) {
+	t.Helper()
+	e, _, sub, runs := counted(t, name, "MSG_TERMINATED", jetstream.ConsumerConfig{AckWait: 30 * time.Second}, consume.Config{},
+		func() ([]byte, error) { return nil, nil })
+	e.publishWith(t, name, nats.MsgIdHdr, msgID)
+	adv := nextAdvisory(t, sub)
+	if reason, _ := adv["reason"].(string); !strings.Contains(reason, want) {
+		t.Errorf("advisory %v, want the reason to say %q", adv, want)
+	}
+	e.settled(t, name, 30*time.Second)
+	if n := runs.Load(); n != 0 {
+		t.Errorf("the handler ran %d times for a message it must not run", n)
+	}
+}
+
+// TestUnavailableIdemnodeHoldsThenNaks points the helper at an address
+// where no node listens: the handler never runs, and the message is kept
+// (InProgress) for HoldFor, past AckWait, without a redelivery; only then is
+// it handed back and delivered again.
+func TestUnavailableIdemnodeHoldsThenNaks(t *testing.T) {
 	e := newEnv(t)
 	const name = "UNAVAILABLE"
-	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: 30 * time.Second})
+	e.consumer(t, name, jetstream.ConsumerConfig{AckWait: 2 * time.Second})
 	dead := e.newClient(t, func(c *client.Config) {
 		c.Addrs = []string{e.cluster.Addrs.Addr(2, 17400)} // host 2: nothing listens there
 		c.Timeout = 300 * time.Millisecond
 	})
 	var runs atomic.Int32
 	seen := newMaxDeliveries()
-	e.startWorker(t, name, consume.Config{Client: dead}, func(ctx context.Context, m consume.Message) ([]byte, error) {
+	const holdFor = 5 * time.Second
+	e.startWorker(t, name, consume.Config{Client: dead, HoldFor: holdFor, Heartbeat: 250 * time.Millisecond}, func(ctx context.Context, m consume.Message) ([]byte, error) {
 		runs.Add(1)
 		return nil, nil
 	}, seen.wrap)
+	start := time.Now()
 	e.publish(t, name, 0, 1)
-	// AckWait is 30s: a delivery within the test's time is the Nak's.
 	select {
 	case <-seen.second:
-	case <-time.After(20 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the message was not delivered again after idemnode could not be reached")
+	}
+	// A lower bound only: load makes it later, never earlier.
+	if held := time.Since(start); held < holdFor-time.Second {
+		t.Errorf("delivered again after %s, want the message held about HoldFor (%s) first", held, holdFor)
 	}
 	if n := runs.Load(); n != 0 {
 		t.Errorf("the handler ran %d times without a claim", n)
 	}
 }
 
-// TestHandlerRefusesAutoAck refuses a consumer that does not acknowledge
-// explicitly: its messages would be gone before their results are recorded.
-func TestHandlerRefusesAutoAck(t *testing.T) {
+// TestHandlerRefusesUnsafeConsumers refuses a consumer that does not
+// acknowledge explicitly (messages would be gone before their results are
+// recorded), one without a delivery limit (a failing message would loop
+// forever), and heartbeats that cannot hold a message within AckWait.
+func TestHandlerRefusesUnsafeConsumers(t *testing.T) {
 	s := startNATS(t, "127.0.0.1")
 	nc, err := nats.Connect(s.ClientURL())
 	if err != nil {
@@ -257,18 +300,42 @@ func TestHandlerRefusesAutoAck(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s"}}); err != nil {
 		t.Fatal(err)
 	}
-	cons, err := js.CreateConsumer(ctx, "S", jetstream.ConsumerConfig{Durable: "C", AckPolicy: jetstream.AckNonePolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cl, err := client.New(client.Config{Addrs: []string{"127.0.0.1:1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	_, err = idemnats.NewHandler(ctx, cons, consume.Config{Client: cl}, nil)
-	if err == nil || !strings.Contains(err.Error(), "AckExplicitPolicy") {
-		t.Errorf("Handler on an AckNone consumer: %v, want a refusal naming AckExplicitPolicy", err)
+	explicit := jetstream.ConsumerConfig{AckPolicy: jetstream.AckExplicitPolicy, AckWait: 3 * time.Second, MaxDeliver: 5}
+	for _, tc := range []struct {
+		name string
+		cc   jetstream.ConsumerConfig
+		cfg  consume.Config
+		want string
+	}{
+		{"auto ack", jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy}, consume.Config{}, "AckExplicitPolicy"},
+		{"unlimited deliveries", jetstream.ConsumerConfig{AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: -1}, consume.Config{}, "MaxDeliver"},
+		{"heartbeat not below AckWait", explicit, consume.Config{Heartbeat: 3 * time.Second}, "Heartbeat"},
+		{"no heartbeat, long hold", explicit, consume.Config{Heartbeat: -1}, "HoldFor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cc.Durable = strings.ReplaceAll(tc.name, " ", "_")
+			cons, err := js.CreateConsumer(ctx, "S", tc.cc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.cfg.Client = cl
+			_, err = idemnats.NewHandler(ctx, cons, tc.cfg, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewHandler: %v, want a refusal naming %s", err, tc.want)
+			}
+		})
+	}
+	ok, err := js.CreateConsumer(ctx, "S", explicit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idemnats.NewHandler(ctx, ok, consume.Config{Client: cl}, nil); err != nil {
+		t.Errorf("NewHandler on a consumer with explicit acks, MaxDeliver and AckWait: %v", err)
 	}
 }
 

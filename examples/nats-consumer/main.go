@@ -95,7 +95,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		cc, err := cons.Consume(hd.Handle)
+		// A small pull batch: fetched messages the handler has not taken
+		// yet get no InProgress, and the client's default batch is 500.
+		cc, err := cons.Consume(hd.Handle, jetstream.PullMaxMessages(4))
 		if err != nil {
 			return fmt.Errorf("subscribe: %w", err)
 		}

@@ -81,18 +81,31 @@ func Example_kafka() {
 		// The side effect, once per event id.
 		return []byte("shipped"), nil
 	}
-	var records []kafkaRecord // from your client's poll
-	for _, rec := range records {
-		m := kafkaMessage{
+	var records []kafkaRecord // from your client's poll, several partitions
+	processPoll(context.Background(), p, records, ship, func(rec kafkaRecord) kafkaMessage {
+		return kafkaMessage{
 			rec:     rec,
 			done:    func(r kafkaRecord) { /* mark r.Offset+1 committable for r.Partition */ },
 			seek:    func(r kafkaRecord, d time.Duration) { /* pause r.Partition for d, then seek to r.Offset */ },
 			deadLtr: func(r kafkaRecord, reason string) error { /* produce r to orders.dlq */ return nil },
 		}
-		if d, err := p.Process(context.Background(), m, ship); d == consume.Retry {
-			log.Printf("offset %d goes back: %v", rec.Offset, err)
-			break // this partition restarts from rec.Offset
+	})
+	// Commit the committable offsets here, after the records are done.
+}
+
+// processPoll processes one poll's records. A record handed back (Retry)
+// seeks its partition back to it: the rest of that partition in this poll
+// is skipped, or their offsets would be committed past a record that never
+// ran. Other partitions go on.
+func processPoll(ctx context.Context, p *consume.Processor, records []kafkaRecord, h consume.Handler, adapt func(kafkaRecord) kafkaMessage) {
+	seekingBack := map[int32]bool{}
+	for _, rec := range records {
+		if seekingBack[rec.Partition] {
+			continue
+		}
+		if d, err := p.Process(ctx, adapt(rec), h); d == consume.Retry {
+			log.Printf("partition %d restarts from offset %d: %v", rec.Partition, rec.Offset, err)
+			seekingBack[rec.Partition] = true
 		}
 	}
-	// Commit the committable offsets here, after the records are done.
 }

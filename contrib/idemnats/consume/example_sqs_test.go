@@ -43,10 +43,20 @@ func (m sqsMessage) InProgress() error {
 	return m.q.ChangeVisibility(context.Background(), m.receiptHandle, m.visibility)
 }
 
-// Example_sqs processes SQS messages once per key. A redelivery of a standard
-// queue carries the same MessageId, but a producer's retried SendMessage
-// makes a new one: key by a producer-assigned id (a FIFO queue's
-// MessageDeduplicationId, or an attribute you set) to cover both.
+// sqsKey is a producer-assigned event-id message attribute when the
+// producer sets one: it covers a redelivery and a producer's retried
+// SendMessage alike. Otherwise it is the MessageId, which a standard queue's
+// redelivery keeps but a retried SendMessage does not (that retry runs
+// again). A FIFO queue's MessageDeduplicationId works as event-id does; a
+// standard queue has none.
+func sqsKey(m consume.Message) (string, error) {
+	if id := m.Header("event-id"); id != "" {
+		return id, nil
+	}
+	return consume.FromHeader("MessageId")(m)
+}
+
+// Example_sqs processes SQS messages once per key (sqsKey).
 func Example_sqs() {
 	idem, err := client.New(client.Config{Addrs: []string{"idemnode-0:7400", "idemnode-1:7400", "idemnode-2:7400"}})
 	if err != nil {
@@ -57,7 +67,7 @@ func Example_sqs() {
 	p, err := consume.New(consume.Config{
 		Client:    idem,
 		Scope:     "sqs/invoices/send",
-		Key:       consume.FromHeader("MessageDeduplicationId"),
+		Key:       sqsKey,
 		Heartbeat: visibility / 3, // keeps the message invisible while it runs
 	})
 	if err != nil {
@@ -67,12 +77,12 @@ func Example_sqs() {
 		return []byte("sent"), nil // the side effect, once per key
 	}
 	var q sqsQueue
-	type received struct{ Body, ReceiptHandle, DedupID, ReceiveCount string }
-	var batch []received // from ReceiveMessage, with MessageSystemAttributeNames set
+	type received struct{ Body, ReceiptHandle, MessageID, EventID, ReceiveCount string }
+	var batch []received // from ReceiveMessage, with MessageAttributeNames and MessageSystemAttributeNames set
 	for _, r := range batch {
 		n, _ := strconv.Atoi(r.ReceiveCount)
 		m := sqsMessage{q: q, body: r.Body, receiptHandle: r.ReceiptHandle, visibility: visibility,
-			attributes: map[string]string{"MessageDeduplicationId": r.DedupID}, approxReceiveCount: n}
+			attributes: map[string]string{"MessageId": r.MessageID, "event-id": r.EventID}, approxReceiveCount: n}
 		if _, err := p.Process(context.Background(), m, send); err != nil {
 			log.Print(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 )
@@ -76,6 +77,11 @@ func lookup(data []byte, tokens []string) (string, error) {
 	if err := dec.Decode(&cur); err != nil {
 		return "", fmt.Errorf("payload is not JSON (%v): %w", err, ErrNoKey)
 	}
+	// One JSON value only: a payload with more after it is not the
+	// document the pointer names.
+	if _, err := dec.Token(); err != io.EOF {
+		return "", fmt.Errorf("payload has data after its JSON value: %w", ErrNoKey)
+	}
 	for _, tok := range tokens {
 		switch v := cur.(type) {
 		case map[string]any:
@@ -85,8 +91,10 @@ func lookup(data []byte, tokens []string) (string, error) {
 			}
 			cur = next
 		case []any:
+			// RFC 6901: "0" or digits without a leading zero; Atoi alone
+			// would also take "+1" and "-0".
 			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(v) || (len(tok) > 1 && tok[0] == '0') {
+			if err != nil || !digits(tok) || i >= len(v) || (len(tok) > 1 && tok[0] == '0') {
 				return "", fmt.Errorf("no array element %q: %w", tok, ErrNoKey)
 			}
 			cur = v[i]
@@ -104,6 +112,16 @@ func lookup(data []byte, tokens []string) (string, error) {
 		return v.String(), nil
 	}
 	return "", fmt.Errorf("is %s, not a string or number: %w", jsonKind(cur), ErrNoKey)
+}
+
+// digits reports whether s is one or more ASCII digits.
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // jsonKind names the JSON type of a decoded value for messages.

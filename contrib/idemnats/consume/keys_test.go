@@ -2,6 +2,7 @@ package consume
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,7 @@ func TestFromJSONField(t *testing.T) {
 		{"/m~0n", `{"m~n":"tilde"}`, "tilde"},
 		{"/~01", `{"~1":"not a slash"}`, "not a slash"},
 		{"/", `{"":"empty name"}`, "empty name"},
+		{"/items/0", `{"items":["a"]}` + " \n", "a"},
 		// Errors: every one is ErrNoKey.
 		{"/id", `{"other":"x"}`, ""},
 		{"/id", `{"id":""}`, ""},
@@ -46,6 +48,10 @@ func TestFromJSONField(t *testing.T) {
 		{"/items/01", `{"items":["a","b"]}`, ""},
 		{"/items/-1", `{"items":["a","b"]}`, ""},
 		{"/id", `not json`, ""},
+		{"/items/+1", `{"items":["a","b"]}`, ""},
+		{"/items/-0", `{"items":["a","b"]}`, ""},
+		{"/id", `{"id":"a"} {"id":"b"}`, ""},
+		{"/id", `{"id":"a"} trailing`, ""},
 	} {
 		got, err := FromJSONField(tc.pointer)(payload{data: tc.data})
 		if tc.want == "" {
@@ -90,6 +96,10 @@ func TestNewRefusesIncompleteConfig(t *testing.T) {
 		"no scope":       {Client: cl, Key: FromHeader("id")},
 		"no key":         {Client: cl, Scope: "s"},
 		"negative lease": {Client: cl, Scope: "s", Key: FromHeader("id"), Lease: -time.Second},
+		"long scope":     {Client: cl, Scope: strings.Repeat("s", 257), Key: FromHeader("id")},
+		"control scope":  {Client: cl, Scope: "a\tb", Key: FromHeader("id")},
+		"spaced tenant":  {Client: cl, Tenant: "a b", Scope: "s", Key: FromHeader("id")},
+		"huge result":    {Client: cl, Scope: "s", Key: FromHeader("id"), MaxResult: 1<<20 + 1},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: New accepted %+v", name, cfg)

@@ -27,11 +27,17 @@ type Lane struct {
 	// hand over a message while the subscriber is being stopped.
 	mu      sync.Mutex
 	drained bool
+	// hold ends at Drain: a message waiting for a key held elsewhere, or
+	// for idemnode to come back, is handed back then instead of waiting
+	// out HoldFor.
+	hold     context.Context
+	stopHold context.CancelFunc
 }
 
 // Lane returns a lane running h, for one subscriber.
 func (p *Processor) Lane(h Handler) *Lane {
-	return &Lane{p: p, h: h, slots: make(chan struct{}, p.cfg.Depth), turn: make(chan struct{}, 1)}
+	hold, stopHold := context.WithCancel(context.Background())
+	return &Lane{p: p, h: h, slots: make(chan struct{}, p.cfg.Depth), turn: make(chan struct{}, 1), hold: hold, stopHold: stopHold}
 }
 
 // Go waits for a free slot, then processes m in the background (Process);
@@ -56,18 +62,31 @@ func (l *Lane) Go(ctx context.Context, m Message) error {
 		defer func() { <-l.slots }()
 		// Process reports every failure to the broker and logs what it
 		// cannot return.
-		_, _ = l.p.Process(ctx, m, l.serial)
+		hold, release := mergeDone(ctx, l.hold)
+		defer release()
+		_, _ = l.p.process(ctx, hold, m, l.serial)
 	}()
 	return nil
 }
 
 // Drain stops the lane taking messages (Go answers ErrDrained) and returns
-// when every message it took is done.
+// when every message it took is done. Messages waiting for a key held
+// elsewhere or for idemnode are handed back (Nak) at once; a handler that
+// runs finishes, and a result that ran is still recorded (up to HoldFor).
 func (l *Lane) Drain() {
 	l.mu.Lock()
 	l.drained = true
 	l.mu.Unlock()
+	l.stopHold()
 	l.wg.Wait()
+}
+
+// mergeDone returns a context that ends when a or b does, and the func
+// that releases it (else b would keep a callback per message until it ends).
+func mergeDone(a, b context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(a)
+	stop := context.AfterFunc(b, func() { cancel(context.Cause(b)) })
+	return ctx, func() { stop(); cancel(nil) }
 }
 
 // serial runs the lane's handler once no other handler of the lane runs.

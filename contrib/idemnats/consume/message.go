@@ -44,6 +44,15 @@ type Message interface {
 // empty) and ends the message (Term). Any other error releases the key and
 // hands the message back to the broker for another delivery.
 //
-// ctx ends when the key's lease is lost (cause client.ErrFenced) or the
-// consumer stops: the handler should stop then, before its side effect.
+// ctx ends when idemnode answers a lease extension with FENCED (another
+// claim took the key over; cause client.ErrFenced) or the consumer stops:
+// the handler should stop then, before its side effect. It does not end when
+// the lease merely runs out while idemnode cannot be reached: a handler that
+// outlives its lease during an outage may run beside a new holder, so pass
+// client.RunFrom(ctx).Token() to a resource that rejects stale tokens when
+// that matters.
+//
+// A panic of the handler releases the key, hands the message back (Nak)
+// and propagates: in a Lane it ends the process, as any goroutine's panic
+// does.
 type Handler func(ctx context.Context, m Message) ([]byte, error)

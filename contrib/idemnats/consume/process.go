@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/idemnode/idemnode/client"
 )
@@ -36,13 +40,25 @@ type Config struct {
 	// worked on (claim, handler, recording); zero or negative never.
 	Heartbeat time.Duration
 	// RetryDelay is how long a message waits before its next delivery when
-	// its key is held elsewhere, idemnode cannot be reached, or the result
-	// could not be recorded (default 1s).
+	// Process gives it back without the handler failing: idemnode stayed
+	// unreachable or the key stayed held elsewhere for HoldFor (default 1s).
 	RetryDelay time.Duration
 	// FailureDelay is how long a message waits after the handler failed
 	// (default 1s); the broker's own limit (JetStream's MaxDeliver) counts
 	// the attempts.
 	FailureDelay time.Duration
+	// HoldFor bounds how long Process keeps a message (sending InProgress)
+	// while its key is held by another consumer, idemnode cannot be
+	// reached, or a result that ran cannot yet be recorded (default 2m).
+	// Waiting does not spend a delivery of the broker's redelivery limit;
+	// only the Nak after HoldFor (or a failed handler) does.
+	HoldFor time.Duration
+	// MaxResult caps the bytes of a handler's result that are recorded
+	// (default 64 KiB, at most what the server stores: 1 MiB by default).
+	// A longer result is recorded as its SHA-256 and length, so that
+	// recording it is never refused for its size: Process needs the
+	// record only as the mark that the message was processed.
+	MaxResult int
 	// Depth is how many messages a Lane (one subscriber) holds claimed at
 	// once; their handlers still run one at a time. Above 1, idemnode's
 	// round trips overlap the handler's work (default 1: one message at a
@@ -100,8 +116,13 @@ func New(cfg Config) (*Processor, error) {
 		return nil, errors.New("consume: Config.Scope is required (name the kind of processing)")
 	case cfg.Key == nil:
 		return nil, errors.New("consume: Config.Key is required (FromHeader, FromJSONField or your own)")
-	case cfg.Lease < 0 || cfg.TTL < 0 || cfg.RetryDelay < 0 || cfg.FailureDelay < 0 || cfg.Depth < 0:
-		return nil, errors.New("consume: Lease, TTL, RetryDelay, FailureDelay and Depth must not be negative")
+	case cfg.Lease < 0 || cfg.TTL < 0 || cfg.RetryDelay < 0 || cfg.FailureDelay < 0 || cfg.HoldFor < 0 || cfg.Depth < 0 || cfg.MaxResult < 0:
+		return nil, errors.New("consume: Lease, TTL, RetryDelay, FailureDelay, HoldFor, Depth and MaxResult must not be negative")
+	case cfg.MaxResult > maxStoredBody:
+		return nil, fmt.Errorf("consume: Config.MaxResult %d is above the %d bytes idemnode stores", cfg.MaxResult, maxStoredBody)
+	}
+	if err := checkID(cfg.Tenant, cfg.Scope); err != nil {
+		return nil, err
 	}
 	cfg.Depth = max(cfg.Depth, 1)
 	if cfg.Fingerprint == nil {
@@ -113,13 +134,19 @@ func New(cfg Config) (*Processor, error) {
 	if cfg.FailureDelay == 0 {
 		cfg.FailureDelay = time.Second
 	}
+	if cfg.HoldFor == 0 {
+		cfg.HoldFor = 2 * time.Minute
+	}
+	if cfg.MaxResult == 0 {
+		cfg.MaxResult = defaultMaxResult
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	// The claim does not wait for another holder: the broker holds the
-	// message instead (Nak with RetryDelay), so a consumer never sits idle
-	// on a key held elsewhere.
-	opts := []client.Option{client.WithWait(0)}
+	// A claim of a key held elsewhere waits on the server up to RetryDelay,
+	// which answers at once when the holder finishes; Process repeats it
+	// until HoldFor.
+	opts := []client.Option{client.WithWait(cfg.RetryDelay)}
 	if cfg.Lease > 0 {
 		opts = append(opts, client.WithLease(cfg.Lease))
 	}
@@ -128,6 +155,9 @@ func New(cfg Config) (*Processor, error) {
 	}
 	return &Processor{cfg: cfg, opts: opts}, nil
 }
+
+// HoldFor is the Config's HoldFor, defaults applied.
+func (p *Processor) HoldFor() time.Duration { return p.cfg.HoldFor }
 
 // Process handles one delivery: it claims the message's key and runs h as its
 // holder (client.Do), then acknowledges the message only after the result is
@@ -139,21 +169,51 @@ func New(cfg Config) (*Processor, error) {
 //     acknowledged (or ended); another error releases the key and hands the
 //     message back after FailureDelay.
 //   - The key's result is recorded: Ack, h does not run (Duplicate).
-//   - Another holder has the key, idemnode cannot be reached, or the result
-//     could not be recorded: Nak after RetryDelay, never Ack.
-//   - No key, a key reused with another payload, or a key whose record
-//     expired: Term, h does not run.
+//   - Another holder has the key, or idemnode cannot be reached: Process
+//     keeps the message (InProgress every Heartbeat) and claims again until
+//     HoldFor has passed, then hands it back (Nak after RetryDelay). Waiting
+//     spends no delivery of the broker's limit.
+//   - h ran but its result could not be recorded: Process retries recording
+//     it under the same token until HoldFor has passed; idemnode accepts it
+//     after the lease ended as long as nobody took the key over. Only then
+//     is the message handed back (Nak).
+//   - No key, a key idemnode refuses (CheckKey, or the claim's
+//     InvalidArgument or PermissionDenied), a key reused with another
+//     payload, or a key whose record expired: Term, h does not run. A
+//     KeyFunc error other than ErrNoKey hands the message back (Nak).
 //
-// Panics of h propagate after the key is released, as in client.Do.
+// A panic of h releases the key (client.Do), hands the message back (Nak
+// after FailureDelay), and propagates.
 func (p *Processor) Process(ctx context.Context, m Message, h Handler) (Disposition, error) {
+	return p.process(ctx, ctx, m, h)
+}
+
+// process is Process, the waits for a busy or unreachable key ending also
+// when hold ends (a Lane being drained gives such messages back at once).
+func (p *Processor) process(ctx, hold context.Context, m Message, h Handler) (Disposition, error) {
 	key, err := p.cfg.Key(m)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNoKey):
+		return p.term(m, fmt.Errorf("consume: %w", err))
+	case err != nil:
+		// The KeyFunc could not tell this time; the next delivery may.
+		return p.settle(Retry, fmt.Errorf("consume: take the key: %w", err), m.Nak(p.cfg.RetryDelay))
+	}
+	if err := CheckKey(key); err != nil {
 		return p.term(m, fmt.Errorf("consume: %w", err))
 	}
 	id := client.ID{Tenant: p.cfg.Tenant, Scope: p.cfg.Scope, Key: key}
 	stop := p.heartbeat(m)
+	defer stop()
+	defer func() {
+		if v := recover(); v != nil {
+			stop()
+			_ = m.Nak(p.cfg.FailureDelay)
+			panic(v)
+		}
+	}()
 	var fnErr error
-	res, err := p.cfg.Client.Do(ctx, id, p.cfg.Fingerprint(m), func(ctx context.Context) (client.Response, error) {
+	run := func(ctx context.Context) (client.Response, error) {
 		var body []byte
 		body, fnErr = h(ctx, m)
 		status := 200
@@ -163,9 +223,25 @@ func (p *Processor) Process(ctx context.Context, m Message, h Handler) (Disposit
 				body = []byte(fnErr.Error())
 			}
 		}
-		return client.Response{Status: status, Body: body}, fnErr
-	}, p.opts...)
-	stop()
+		return client.Response{Status: status, Body: bounded(body, p.cfg.MaxResult)}, fnErr
+	}
+	deadline := time.Now().Add(p.cfg.HoldFor)
+	var res client.Result
+	for {
+		res, err = p.cfg.Client.Do(ctx, id, p.cfg.Fingerprint(m), run, p.opts...)
+		if res.Executed || !holdable(err) || !p.pause(hold, deadline, err) {
+			break
+		}
+	}
+	if res.Executed && res.Action == client.Complete && err != nil && !errors.Is(err, client.ErrFenced) {
+		// h ran; recording its result failed (idemnode unreachable, a
+		// quota): record it under the same token instead of running h again.
+		if recErr := p.record(ctx, id, res, deadline); recErr == nil {
+			err = fnErr
+		} else {
+			err = errors.Join(err, recErr)
+		}
+	}
 	switch {
 	case err == nil && res.Replayed:
 		return p.settle(Duplicate, nil, m.Ack())
@@ -173,27 +249,93 @@ func (p *Processor) Process(ctx context.Context, m Message, h Handler) (Disposit
 		return p.settle(Processed, nil, m.Ack())
 	case res.Executed && err == fnErr && res.Action == client.Complete:
 		return p.term(m, fmt.Errorf("consume %s: permanent failure recorded: %w", id, fnErr))
-	case res.Executed && err == fnErr:
+	case res.Executed && res.Action == client.Release && fnErr == nil:
+		// The server refused the result (client.Do released the key): a
+		// server whose limits are below MaxResult. Another run would repeat
+		// the effect and be refused again.
+		return p.term(m, fmt.Errorf("consume %s: the handler ran but idemnode refused its result (lower Config.MaxResult): %w", id, err))
+	case res.Executed && res.Action == client.Release:
 		// Released: the next delivery runs h again. The broker's own limit
 		// ends a message that keeps failing, with its own advisory.
-		return p.settle(Retry, fmt.Errorf("consume %s: handler failed, key released: %w", id, fnErr), m.Nak(p.cfg.FailureDelay))
+		return p.settle(Retry, fmt.Errorf("consume %s: handler failed, key released: %w", id, err), m.Nak(p.cfg.FailureDelay))
 	case res.Executed:
-		// h ran but its result is not recorded (idemnode unreachable past
-		// the client's FinishTimeout, or the lease was lost). Never Ack: the
-		// redelivery finds the record completed by whoever holds it, or, if
-		// the record stays PENDING until its lease ends, runs h again.
+		// h ran but its result is not recorded (lost the lease, or idemnode
+		// unreachable for HoldFor). Never Ack: the redelivery finds the
+		// record completed by whoever took it over, or, once the lease has
+		// ended with nobody recording, runs h again.
 		p.cfg.Logger.Error("consume: the handler ran but its result is not recorded; the message goes back to the broker", "id", id.String(), "err", err)
 		return p.settle(Retry, fmt.Errorf("consume %s: %w", id, err), m.Nak(p.cfg.RetryDelay))
 	case errors.Is(err, client.ErrMismatch), errors.Is(err, client.ErrExpired):
 		return p.term(m, fmt.Errorf("consume %s: %w", id, err))
+	case status.Code(err) == codes.InvalidArgument, status.Code(err) == codes.PermissionDenied:
+		// Refused for what the message or the Config is: every delivery
+		// would be refused alike.
+		return p.term(m, fmt.Errorf("consume %s: idemnode refused the claim: %w", id, err))
 	}
-	// Held elsewhere (ErrInProgress), idemnode unavailable, rate-limited,
-	// or ctx ended before the claim was answered.
+	// Still held elsewhere or unreachable after HoldFor, rate-limited, or
+	// ctx ended.
 	delay := p.cfg.RetryDelay
 	if d, ok := client.RetryAfter(err); ok && d > delay {
 		delay = d
 	}
 	return p.settle(Retry, fmt.Errorf("consume %s: %w", id, err), m.Nak(delay))
+}
+
+// holdable reports whether a claim's error passes by itself: another holder
+// finishes or dies, idemnode comes back, a rate or quota frees up.
+func holdable(err error) bool {
+	for _, e := range []error{client.ErrInProgress, client.ErrUnavailable, client.ErrRateLimited, client.ErrTooManyWaits, client.ErrQuotaExceeded} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// pause waits before the next attempt after err: none when the server
+// already waited on a holder (ErrInProgress), else RetryDelay or the
+// server's RetryAfter. It reports false, without waiting, when the wait
+// would end past deadline or ctx ended.
+func (p *Processor) pause(ctx context.Context, deadline time.Time, err error) bool {
+	var d time.Duration
+	if !errors.Is(err, client.ErrInProgress) {
+		d = p.cfg.RetryDelay
+		if ra, ok := client.RetryAfter(err); ok && ra > d {
+			d = ra
+		}
+	}
+	if ctx.Err() != nil || time.Now().Add(d).After(deadline) {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// record stores res's response under its token until idemnode answers OK,
+// ctx ends or deadline passes. FENCED or NOT_FOUND ends it at once:
+// another claim took the key over.
+func (p *Processor) record(ctx context.Context, id client.ID, res client.Result, deadline time.Time) error {
+	for {
+		outcome, err := p.cfg.Client.Complete(ctx, id, res.Token, res.Response)
+		switch {
+		case err == nil && outcome == client.OutcomeOK:
+			return nil
+		case err == nil && (outcome == client.OutcomeFenced || outcome == client.OutcomeNotFound):
+			return fmt.Errorf("consume %s: complete answered %s: %w", id, outcome, client.ErrFenced)
+		case err == nil:
+			return fmt.Errorf("consume %s: complete answered %s", id, outcome)
+		}
+		p.cfg.Logger.Warn("consume: recording the result failed; retrying under the same token", "id", id.String(), "err", err)
+		if !p.pause(ctx, deadline, err) {
+			return fmt.Errorf("consume %s: record the result: %w", id, err)
+		}
+	}
 }
 
 // term ends m for the reason err and reports it.
@@ -233,5 +375,6 @@ func (p *Processor) heartbeat(m Message) (stop func()) {
 			}
 		}
 	}()
-	return func() { close(done); <-stopped }
+	var once sync.Once
+	return func() { once.Do(func() { close(done); <-stopped }) }
 }
