@@ -47,6 +47,17 @@ func TestExactlyOnceUnderRacesAndFailover(t *testing.T) {
 		key string
 		n   int
 	}
+	// A stale key's claimed closes when its stale holder runs fn, so it
+	// holds the claim: the key's other callers start after it, and the
+	// takeover, not the first claim, decides who commits.
+	type staleKey struct {
+		claimed chan struct{}
+		once    sync.Once
+	}
+	staleKeys := map[string]*staleKey{}
+	for k := 0; k < keys; k += staleEvery {
+		staleKeys[fmt.Sprintf("k%04d", k)] = &staleKey{claimed: make(chan struct{})}
+	}
 	work := make(chan call)
 	go func() {
 		defer close(work)
@@ -84,11 +95,17 @@ func TestExactlyOnceUnderRacesAndFailover(t *testing.T) {
 			for c := range work {
 				holder := fmt.Sprintf("caller %d", c.n)
 				r, fn := e.r, effect(holder)
-				if isStale := c.key[len(c.key)-1] == '0'; isStale && c.n == 0 {
-					r, fn = stale, stallUntilOvertaken(e.db, fn, &overtaken)
+				if sk, isStale := staleKeys[c.key]; isStale && c.n == 0 {
+					stalled := stallUntilOvertaken(e.db, fn, &overtaken)
+					r, fn = stale, func(ctx context.Context, tx *sql.Tx) (client.Response, error) {
+						sk.once.Do(func() { close(sk.claimed) })
+						return stalled(ctx, tx)
+					}
 				} else if isStale {
-					// Let the stale holder claim first.
-					time.Sleep(300 * time.Millisecond)
+					select {
+					case <-sk.claimed:
+					case <-time.After(30 * time.Second): // the count of overtaken holders below tells
+					}
 				}
 				for {
 					res, err := r.Do(ctx, testID(c.key), fingerprint, fn, client.WithWait(15*time.Second))
