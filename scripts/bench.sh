@@ -1,23 +1,35 @@
 #!/usr/bin/env bash
-# Benchmarks idemnode against etcd on this machine, in one invocation:
-# a fresh local 3-node idemnode cluster per (mode, clients) run, driven by
-# cmd/idembench, and beside each such run etcd driven by bench-peers'
-# run-etcd.sh with the same workload and settings (the two take turns going
-# first), then a markdown table of the ratios.
+# Benchmarks idemnode against etcd and Redis on this machine, in one
+# invocation: a fresh local 3-node idemnode cluster per (mode, clients) run,
+# driven by cmd/idembench, and beside each such run etcd (3 members) and
+# Redis (1 node, appendfsync always) driven by bench-peers' run-etcd.sh and
+# run-redis.sh with the same workload and settings (the systems take turns
+# going first), then a markdown table of rates, server CPU per request and
+# the ratios.
 #
-#   scripts/bench.sh                                           # 3 modes x 64, 16 clients, ~10 min with etcd
+#   scripts/bench.sh                                           # 3 modes x 64, 16 clients, ~15 min with the peers
 #   MODES=claim CLIENTS_LIST=64 DURATION=10s WARMUP=3s scripts/bench.sh
-#   BENCH_ONLY=idemnode scripts/bench.sh                       # skip etcd
+#   BENCH_ONLY=idemnode scripts/bench.sh                       # skip the peers
+#   PEERS=redis CLIENTS_TO=leader scripts/bench.sh             # every client on the leader, beside Redis only
 #
 # Env: MODES ("claim claim+complete race"), CLIENTS_LIST ("64 16"), DURATION (20s),
 #      WARMUP (5s), RESULTS_DIR (bench-results/<UTC stamp>), BENCH_ONLY (idemnode),
-#      BENCH_PEERS ($REPO/../shared/bench-peers), NODE_IPS ("127.0.0.11 127.0.0.12 127.0.0.13"),
+#      PEERS ("etcd redis"), BENCH_PEERS ($REPO/../shared/bench-peers),
+#      NODE_IPS ("127.0.0.11 127.0.0.12 127.0.0.13"), NODES (3; 1 runs a
+#      one-node cluster on the first address: the cost of one replica),
+#      CLIENTS_TO (all: clients round-robin over every node, as in
+#      production; leader: every client on the leader, so nothing is forwarded),
 #      IDEMNODE_BIN (a server binary to run instead of this tree's build: the
 #      previous release, to compare builds back to back),
 #      IDEMBENCH_ARGS (extra idembench flags, e.g. "-conns 4"), SERVE_ARGS (extra
 #      idemnode serve flags), PROFILE (1: a CPU profile of every node over each
 #      measured window, cpu-<mode>-<clients>-node<i>.pprof in RESULTS_DIR).
-# Results: idemnode.jsonl, etcd.jsonl, table.md, env.txt and each node's
+# Server CPU per request is the server processes' CPU over the measured
+# window (from /proc, summed over every node) divided by the requests
+# answered in it; with PROFILE=1 the script ends with it split by part
+# (gRPC, raft, log fsync, apply, store, GC, ...) from the node profiles:
+# breakdown.md, or later: go run ./cmd/idembench -breakdown RESULTS_DIR.
+# Results: idemnode.jsonl, etcd.jsonl, redis.jsonl, table.md, env.txt and each node's
 # metrics after each run (metrics-<mode>-<clients>-node<i>.txt) in RESULTS_DIR. The
 # script stops exactly the processes it started, on every exit path, and
 # removes its data dirs. Exit 1 if a run failed or saw a race violation.
@@ -32,6 +44,9 @@ DURATION=${DURATION:-20s}
 WARMUP=${WARMUP:-5s}
 RESULTS_DIR=${RESULTS_DIR:-$REPO/bench-results/$(date -u +%Y%m%dT%H%M%SZ)}
 BENCH_ONLY=${BENCH_ONLY:-}
+PEERS=${PEERS-"etcd redis"}
+NODES=${NODES:-3}
+CLIENTS_TO=${CLIENTS_TO:-all}
 BENCH_PEERS=${BENCH_PEERS:-$REPO/../shared/bench-peers}
 read -r -a IPS <<<"${NODE_IPS:-127.0.0.11 127.0.0.12 127.0.0.13}"
 read -r -a EXTRA <<<"${IDEMBENCH_ARGS:-}"
@@ -49,6 +64,11 @@ done
 for c in $CLIENTS_LIST; do [[ $c =~ ^[1-9][0-9]*$ ]] || die "CLIENTS_LIST: '$c' is not a client count"; done
 [[ -z $BENCH_ONLY || $BENCH_ONLY == idemnode ]] || die "BENCH_ONLY must be empty or idemnode, got '$BENCH_ONLY'"
 ((${#IPS[@]} == 3)) || die "NODE_IPS must name 3 addresses, got '${IPS[*]}'"
+case $NODES in 1) IPS=("${IPS[0]}") ;; 3) ;; *) die "NODES must be 1 or 3, got '$NODES'" ;; esac
+case $CLIENTS_TO in all | leader) ;; *) die "CLIENTS_TO must be all or leader, got '$CLIENTS_TO'" ;; esac
+for p in $PEERS; do
+	case $p in etcd | redis) ;; *) die "PEERS: unknown peer '$p' (etcd, redis)" ;; esac
+done
 
 # port_free IP PORT: true when nothing accepts TCP connections there.
 port_free() { ! (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
@@ -59,7 +79,7 @@ for ip in "${IPS[@]}"; do
 done
 
 # Processes this script started: the nodes of the current cluster, the
-# running idembench, and run-etcd.sh. cleanup stops exactly these.
+# running idembench, and a peer's run-*.sh. cleanup stops exactly these.
 NODE_PIDS=()
 BENCH_PID=
 PEER_PID=
@@ -90,10 +110,11 @@ stop_nodes() {
 
 cleanup() {
 	if [[ -n $BENCH_PID ]]; then stop_pid "$BENCH_PID" 10; fi
-	# run-etcd.sh stops its own etcd on TERM, after its current load run;
-	# killing it sooner would orphan them, so it gets time.
+	# run-etcd.sh and run-redis.sh stop their own servers on TERM, after
+	# the current load run; killing them sooner would orphan those, so they
+	# get time.
 	if [[ -n $PEER_PID ]]; then
-		log "waiting for run-etcd.sh ($PEER_PID) to stop its etcd"
+		log "waiting for the peer's script ($PEER_PID) to stop its servers"
 		stop_pid "$PEER_PID" 120
 	fi
 	stop_nodes
@@ -121,30 +142,30 @@ mkdir -p "$RESULTS_DIR"
 	echo "cpus: $(nproc)"
 	echo "kernel: $(uname -r)"
 	echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "settings: MODES='$MODES' CLIENTS_LIST='$CLIENTS_LIST' DURATION=$DURATION WARMUP=$WARMUP NODE_IPS='${IPS[*]}' IDEMBENCH_ARGS='${EXTRA[*]}'"
+	echo "settings: MODES='$MODES' CLIENTS_LIST='$CLIENTS_LIST' DURATION=$DURATION WARMUP=$WARMUP NODE_IPS='${IPS[*]}' NODES=$NODES CLIENTS_TO=$CLIENTS_TO PEERS='$PEERS' IDEMBENCH_ARGS='${EXTRA[*]}'"
 } >"$RESULTS_DIR/env.txt"
 
-# start_cluster DIR: three nodes with empty data in DIR, waits until every
+# start_cluster DIR: NODES nodes with empty data in DIR, waits until every
 # node is ready (a leader is known and the node has caught up).
 start_cluster() {
 	local dir=$1 i j peers
-	for i in 0 1 2; do
+	for i in "${!IPS[@]}"; do
 		peers=()
-		for j in 0 1 2; do ((j == i)) || peers+=("${IPS[$j]}:7402"); done
+		for j in "${!IPS[@]}"; do ((j == i)) || peers+=("${IPS[$j]}:7402"); done
 		mkdir -p "$dir/node$((i + 1))"
 		"$WORK/bin/idemnode" serve --node-id "node$((i + 1))" --data-dir "$dir/node$((i + 1))/data" \
 			--grpc-addr "${IPS[$i]}:7400" --raft-addr "${IPS[$i]}:7401" --gossip-addr "${IPS[$i]}:7402" \
-			--http-addr "${IPS[$i]}:7403" ${API_PORT:+--api-addr "${IPS[$i]}:$API_PORT"} --bootstrap-expect 3 --join "$(IFS=,; echo "${peers[*]}")" \
+			--http-addr "${IPS[$i]}:7403" ${API_PORT:+--api-addr "${IPS[$i]}:$API_PORT"} --bootstrap-expect "$NODES" ${peers[0]:+--join "$(IFS=,; echo "${peers[*]}")"} \
 			--log-level warn --insecure "${SERVE_EXTRA[@]}" >"$dir/node$((i + 1))/log" 2>&1 & # plaintext, like the etcd it is compared with
 		NODE_PIDS+=($!)
 	done
 	local ready pid
 	for _ in $(seq 1 600); do
 		ready=0
-		for i in 0 1 2; do
+		for i in "${!IPS[@]}"; do
 			[[ $(curl -fsS -m 1 "http://${IPS[$i]}:7403/readyz" 2>/dev/null || true) == ready ]] && ready=$((ready + 1))
 		done
-		((ready == 3)) && return 0
+		((ready == NODES)) && return 0
 		for pid in "${NODE_PIDS[@]}"; do
 			kill -0 "$pid" 2>/dev/null || { echo "idemnode pid $pid exited; logs:" >&2; tail -n 20 "$dir"/node*/log >&2; return 1; }
 		done
@@ -160,7 +181,7 @@ start_cluster() {
 profile_nodes() {
 	local i secs=${DURATION%s} warm=${WARMUP%s}
 	sleep "$warm"
-	for i in 0 1 2; do
+	for i in "${!IPS[@]}"; do
 		curl -fsS -m $((secs + 10)) -o "$RESULTS_DIR/cpu-$1-$2-node$((i + 1)).pprof" \
 			"http://${IPS[$i]}:7403/debug/pprof/profile?seconds=$((secs - 1))" &
 	done
@@ -171,9 +192,24 @@ profile_nodes() {
 # (idemnode_raft_commitTime, _leader_dispatchLog, ...) cover its last 10 s.
 scrape_nodes() {
 	local i
-	for i in 0 1 2; do
+	for i in "${!IPS[@]}"; do
 		curl -fsS -m 5 -o "$RESULTS_DIR/metrics-$1-$2-node$((i + 1)).txt" "http://${IPS[$i]}:7403/metrics" || true
 	done
+}
+
+# leader_addr: the gRPC address of the node that says it leads
+# (idemnode_raft_state 2, hashicorp/raft's Leader).
+leader_addr() {
+	local i metrics
+	for i in "${!IPS[@]}"; do
+		metrics=$(curl -fsS -m 2 "http://${IPS[$i]}:7403/metrics" 2>/dev/null || true)
+		if grep -qx 'idemnode_raft_state 2' <<<"$metrics"; then
+			echo "${IPS[$i]}:7400"
+			return 0
+		fi
+	done
+	echo "bench.sh: no node says it leads" >&2
+	return 1
 }
 
 # bench_one MODE CLIENTS: a fresh cluster, one idembench run, the cluster
@@ -182,12 +218,18 @@ bench_one() {
 	local mode=$1 clients=$2 dir rc=0 addrs pids
 	dir=$(mktemp -d "$WORK/run.XXXXXX")
 	start_cluster "$dir" || { stop_nodes; rm -rf "$dir"; return 1; }
-	addrs="${IPS[0]}:7400,${IPS[1]}:7400,${IPS[2]}:7400"
+	local label="$NODES nodes, clients pinned round-robin"
+	addrs=$(printf '%s:7400,' "${IPS[@]}")
+	addrs=${addrs%,}
+	if [[ $CLIENTS_TO == leader ]]; then
+		addrs=$(leader_addr) || { stop_nodes; rm -rf "$dir"; return 1; }
+		label="$NODES nodes, every client on the leader"
+	fi
 	pids=$(IFS=,; echo "${NODE_PIDS[*]}")
 	log "idemnode mode=$mode clients=$clients addrs=$addrs (server pids $pids)"
 	# In the background so that a signal reaches our trap at once.
 	"$WORK/bin/idembench" -addrs "$addrs" -mode "$mode" -clients "$clients" -duration "$DURATION" \
-		-warmup "$WARMUP" -pids "$pids" -label "3 nodes, clients pinned round-robin" \
+		-warmup "$WARMUP" -pids "$pids" -label "$label" \
 		-out "$RESULTS_DIR/idemnode.jsonl" "${EXTRA[@]}" >/dev/null &
 	BENCH_PID=$!
 	[[ -n "$PROFILE" ]] && profile_nodes "$mode" "$clients"
@@ -207,8 +249,8 @@ bench_one() {
 	return "$rc"
 }
 
-# idemnode_row MODE CLIENTS and etcd_row MODE CLIENTS run one row of the
-# table on one system; they set FAILED on a failure.
+# idemnode_row MODE CLIENTS and peer_row PEER MODE CLIENTS run one row of
+# the table on one system; they set FAILED on a failure.
 idemnode_row() {
 	local rc=0
 	bench_one "$1" "$2" || rc=$?
@@ -219,51 +261,56 @@ idemnode_row() {
 	esac
 }
 
-etcd_row() {
-	local rc=0
-	log "etcd mode=$1 clients=$2 via $BENCH_PEERS/run-etcd.sh"
-	MODES=$1 CLIENTS_LIST=$2 DURATION=$DURATION WARMUP=$WARMUP OUT="$RESULTS_DIR/etcd.jsonl" \
-		"$BENCH_PEERS/run-etcd.sh" &
+# peer_row PEER MODE CLIENTS: bench-peers' run-PEER.sh, Redis with every
+# write fsynced before its reply (appendfsync always), as idemnode's are.
+peer_row() {
+	local peer=$1 rc=0
+	log "$peer mode=$2 clients=$3 via $BENCH_PEERS/run-$peer.sh"
+	POLICIES=always MODES=$2 CLIENTS_LIST=$3 DURATION=$DURATION WARMUP=$WARMUP OUT="$RESULTS_DIR/$peer.jsonl" \
+		"$BENCH_PEERS/run-$peer.sh" &
 	PEER_PID=$!
 	wait "$PEER_PID" || rc=$?
 	PEER_PID=
-	if ((rc != 0)); then log "run-etcd.sh mode=$1 clients=$2 failed (exit $rc)"; FAILED=1; fi
+	if ((rc != 0)); then log "run-$peer.sh mode=$2 clients=$3 failed (exit $rc)"; FAILED=1; fi
 }
 
-WITH_ETCD=1
+SYSTEMS=(idemnode)
 if [[ $BENCH_ONLY == idemnode ]]; then
-	log "BENCH_ONLY=idemnode: skipping etcd"
-	WITH_ETCD=0
-elif [[ ! -x $BENCH_PEERS/run-etcd.sh ]]; then
-	log "no bench-peers at $BENCH_PEERS: skipping etcd"
-	WITH_ETCD=0
+	log "BENCH_ONLY=idemnode: skipping the peers"
+else
+	for p in $PEERS; do
+		if [[ -x $BENCH_PEERS/run-$p.sh ]]; then SYSTEMS+=("$p"); else log "no $BENCH_PEERS/run-$p.sh: skipping $p"; fi
+	done
 fi
 
-# The two systems take turns row by row, and which of them goes first
-# alternates, so the machine's drift (its speed changed by a third within
-# half an hour on 2026-11-26) falls on both sides of every ratio instead
-# of on one system's whole half of the run.
+# The systems take turns row by row, and which of them goes first rotates,
+# so the machine's drift (its speed changed by a third within half an hour
+# on 2026-11-26) falls on every side of every ratio instead of on one
+# system's whole part of the run.
 FAILED=0
 row=0
 for clients in $CLIENTS_LIST; do
 	for mode in $MODES; do
-		if ((WITH_ETCD && row % 2 == 1)); then
-			etcd_row "$mode" "$clients"
-			idemnode_row "$mode" "$clients"
-		else
-			idemnode_row "$mode" "$clients"
-			if ((WITH_ETCD)); then etcd_row "$mode" "$clients"; fi
-		fi
+		for ((k = 0; k < ${#SYSTEMS[@]}; k++)); do
+			sys=${SYSTEMS[$(((row + k) % ${#SYSTEMS[@]}))]}
+			if [[ $sys == idemnode ]]; then idemnode_row "$mode" "$clients"; else peer_row "$sys" "$mode" "$clients"; fi
+		done
 		row=$((row + 1))
 	done
 done
 
 tables=("$RESULTS_DIR/idemnode.jsonl")
-[[ -s $RESULTS_DIR/etcd.jsonl ]] && tables+=("$RESULTS_DIR/etcd.jsonl")
+for p in "${SYSTEMS[@]:1}"; do
+	[[ -s $RESULTS_DIR/$p.jsonl ]] && tables+=("$RESULTS_DIR/$p.jsonl")
+done
 
 if [[ -s $RESULTS_DIR/idemnode.jsonl ]]; then
 	echo
 	"$WORK/bin/idembench" -table "${tables[@]}" | tee "$RESULTS_DIR/table.md"
+	echo
+fi
+if [[ -n $PROFILE && -s $RESULTS_DIR/idemnode.jsonl ]]; then
+	"$WORK/bin/idembench" -breakdown "$RESULTS_DIR" | tee "$RESULTS_DIR/breakdown.md" || FAILED=1
 	echo
 fi
 log "results in $RESULTS_DIR (machine: $(nproc) cores shared by the load generator and every server; see cpu in the JSON lines)"

@@ -37,6 +37,9 @@ type config struct {
 	// table lists JSON-lines files to turn into the comparison table
 	// instead of running load (-table).
 	table []string
+	// breakdown lists bench.sh results directories whose node profiles to
+	// split by part instead of running load (-breakdown).
+	breakdown []string
 }
 
 // parseFlags reads the command line. A bad flag is an error the caller
@@ -44,7 +47,7 @@ type config struct {
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
 	var addrs, pids string
-	var table bool
+	var table, breakdown bool
 	fs := flag.NewFlagSet("idembench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&addrs, "addrs", defaultAddrs, "comma-separated gRPC addresses of all nodes; clients are pinned round-robin to them")
@@ -62,12 +65,23 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.verifyMax, "race-verify", 2000, "race mode: after the run, read back up to N won keys and check the stored record is the winner's")
 	fs.BoolVar(&c.preflight, "preflight", true, "check claim/complete semantics on one key before the load")
 	fs.BoolVar(&table, "table", false, "print a markdown table comparing idemnode with its peers from the JSON-lines files given as arguments, and exit")
+	fs.BoolVar(&breakdown, "breakdown", false, "print the server CPU per request by part, from the node profiles in the scripts/bench.sh PROFILE=1 results directories given as arguments, and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: idembench [flags]\n       idembench -table FILE.jsonl...\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: idembench [flags]\n       idembench -table FILE.jsonl...\n       idembench -breakdown RESULTS_DIR...\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if table && breakdown {
+		return c, errors.New("-table and -breakdown exclude each other")
+	}
+	if breakdown {
+		if fs.NArg() == 0 {
+			return c, errors.New("-breakdown needs at least one results directory")
+		}
+		c.breakdown = fs.Args()
+		return c, nil
 	}
 	if table {
 		if fs.NArg() == 0 {
@@ -77,7 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, nil
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q (files are only for -table)", fs.Args())
+		return c, fmt.Errorf("unexpected arguments %q (files are only for -table and -breakdown)", fs.Args())
 	}
 	c.addrs = splitList(addrs)
 	var err error

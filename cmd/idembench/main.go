@@ -4,7 +4,8 @@
 // fields), so idemnode and etcd can be compared line by line.
 //
 //	idembench -addrs 127.0.0.11:7400,127.0.0.12:7400,127.0.0.13:7400 -mode claim -clients 64
-//	idembench -table idemnode.jsonl etcd.jsonl
+//	idembench -table idemnode.jsonl etcd.jsonl redis.jsonl
+//	idembench -breakdown bench-results/20261203T140000Z
 //
 // Modes: claim (a fresh key per request), claim+complete (claim, then
 // complete with the token; the latency is the sum) and race (groups of
@@ -36,6 +37,21 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "idembench:", err)
 		return 2
+	}
+	if cfg.breakdown != nil {
+		for i, dir := range cfg.breakdown {
+			runs, err := readBreakdownDir(dir)
+			if err != nil {
+				fmt.Fprintln(stderr, "idembench -breakdown:", err)
+				return 1
+			}
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprintf(stdout, "## %s\n\n", dir)
+			writeBreakdown(stdout, runs)
+		}
+		return 0
 	}
 	if cfg.table != nil {
 		if err := writeTable(stdout, cfg.table); err != nil {

@@ -24,6 +24,19 @@ type tableRow struct {
 	CASFailed      int64   `json:"cas_failed"`
 	RaceViolations int64   `json:"race_violations"`
 	RaceVerifyBad  int     `json:"race_verify_bad"`
+	CPU            struct {
+		ServerCores float64 `json:"server_cores"`
+	} `json:"cpu"`
+}
+
+// cpuPerRequest is the servers' CPU time per request answered, in µs: the
+// cores they used over the measured window over the requests per second.
+// Zero when the run measured no server process.
+func (r *tableRow) cpuPerRequest() float64 {
+	if r.OpsPerSec <= 0 {
+		return 0
+	}
+	return 1e6 * r.CPU.ServerCores / r.OpsPerSec
 }
 
 type cell struct {
@@ -32,7 +45,7 @@ type cell struct {
 }
 
 // writeTable prints, per (mode, clients) and peer target, idemnode's and the
-// peer's throughput and latency and their ratio. Several runs of one target
+// peer's throughput, latency and server CPU per request, and their ratio. Several runs of one target
 // in one cell are reduced to the median run by ops/s.
 func writeTable(w io.Writer, files []string) error {
 	rows, err := readRows(files)
@@ -56,8 +69,8 @@ func writeTable(w io.Writer, files []string) error {
 	if len(peers) == 0 {
 		peers = []string{"(no peer)"}
 	}
-	fmt.Fprintln(w, "| mode | clients | idemnode ops/s | p50 ms | p99 ms | peer | peer ops/s | p50 ms | p99 ms | ops/s idemnode/peer | p99 no worse | anomalies |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---|")
+	fmt.Fprintln(w, "| mode | clients | idemnode ops/s | p50 ms | p99 ms | server CPU µs/req | peer | peer ops/s | p50 ms | p99 ms | server CPU µs/req | ops/s idemnode/peer | p99 no worse | anomalies |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|")
 	several := false
 	for _, c := range cells {
 		idem, nIdem := median(runs[c]["idemnode"])
@@ -76,9 +89,13 @@ func writeTable(w io.Writer, files []string) error {
 func tableLine(c cell, idem *tableRow, peer string, other *tableRow) string {
 	col := func(r *tableRow) string {
 		if r == nil {
-			return "– | – | –"
+			return "– | – | – | –"
 		}
-		return fmt.Sprintf("%.0f | %.2f | %.2f", r.OpsPerSec, r.P50, r.P99)
+		cpu := "–"
+		if c := r.cpuPerRequest(); c > 0 {
+			cpu = fmt.Sprintf("%.1f", c)
+		}
+		return fmt.Sprintf("%.0f | %.2f | %.2f | %s", r.OpsPerSec, r.P50, r.P99, cpu)
 	}
 	ratio, noWorse := "–", "–"
 	if idem != nil && other != nil && other.OpsPerSec > 0 {

@@ -18,11 +18,11 @@ func writeLines(t *testing.T, name string, lines ...string) string {
 
 func TestWriteTable(t *testing.T) {
 	idem := writeLines(t, "idemnode.jsonl",
-		`{"target":"idemnode","mode":"claim","clients":64,"ops_per_s":3000,"p50_ms":10,"p99_ms":30,"errors":0}`,
+		`{"target":"idemnode","mode":"claim","clients":64,"ops_per_s":3000,"p50_ms":10,"p99_ms":30,"errors":0,"cpu":{"server_cores":0.3}}`,
 		`{"target":"idemnode","mode":"race","clients":64,"ops_per_s":1000,"p50_ms":20,"p99_ms":90,"errors":2,"race_violations":1}`)
 	etcd := writeLines(t, "etcd.jsonl",
 		`[12:00:00] a log line that is not JSON`,
-		`{"target":"etcd","mode":"claim","clients":64,"ops_per_s":2000,"p50_ms":20,"p99_ms":60}`,
+		`{"target":"etcd","mode":"claim","clients":64,"ops_per_s":2000,"p50_ms":20,"p99_ms":60,"cpu":{"server_cores":0.5}}`,
 		`{"target":"etcd","mode":"claim","clients":64,"ops_per_s":1000,"p50_ms":30,"p99_ms":70}`,
 		`{"target":"etcd","mode":"claim","clients":64,"ops_per_s":4000,"p50_ms":5,"p99_ms":20}`,
 		`{"target":"etcd","mode":"race","clients":64,"ops_per_s":2000,"p50_ms":10,"p99_ms":40}`)
@@ -33,8 +33,10 @@ func TestWriteTable(t *testing.T) {
 	got := b.String()
 	for _, want := range []string{
 		// The median etcd claim run is the 2000 ops/s one.
-		"| claim | 64 | 3000 | 10.00 | 30.00 | etcd | 2000 | 20.00 | 60.00 | 1.50 | yes | none |",
-		"| race | 64 | 1000 | 20.00 | 90.00 | etcd | 2000 | 10.00 | 40.00 | 0.50 | no | idemnode errors 2, idemnode race violations 1 |",
+		// 0.3 cores over 3000 req/s is 100 µs a request; 0.5 over 2000, 250.
+		"| claim | 64 | 3000 | 10.00 | 30.00 | 100.0 | etcd | 2000 | 20.00 | 60.00 | 250.0 | 1.50 | yes | none |",
+		// No server CPU in either line: no figure rather than 0.
+		"| race | 64 | 1000 | 20.00 | 90.00 | – | etcd | 2000 | 10.00 | 40.00 | – | 0.50 | no | idemnode errors 2, idemnode race violations 1 |",
 		"the median run by ops/s",
 	} {
 		if !strings.Contains(got, want) {
@@ -49,7 +51,7 @@ func TestWriteTableWithoutPeer(t *testing.T) {
 	if err := writeTable(&b, []string{idem}); err != nil {
 		t.Fatal(err)
 	}
-	if want := "| claim | 16 | 900 | 1.00 | 3.00 | (no peer) | – | – | – | – | – | none |"; !strings.Contains(b.String(), want) {
+	if want := "| claim | 16 | 900 | 1.00 | 3.00 | – | (no peer) | – | – | – | – | – | – | none |"; !strings.Contains(b.String(), want) {
 		t.Fatalf("table lacks %q:\n%s", want, b.String())
 	}
 }
