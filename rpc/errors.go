@@ -75,6 +75,11 @@ func withInfo(code codes.Code, reason, msg string, meta map[string]string, extra
 // toStatus maps an error of validation or of the cluster onto a gRPC status.
 // This is the only place where errors become gRPC codes.
 func toStatus(err error, log *slog.Logger) error {
+	if err == nil {
+		// Before the targets below: errors.As makes each escape, so they
+		// would cost seven allocations on every call that succeeded.
+		return nil
+	}
 	var inv *invalidField
 	var tooMany *tooManyWaits
 	var denied *authError
@@ -83,8 +88,6 @@ func toStatus(err error, log *slog.Logger) error {
 	var ahead *errCursorAhead
 	var busy *forwardQueueFull
 	switch {
-	case err == nil:
-		return nil
 	case errors.As(err, &denied):
 		return withInfo(denied.code, denied.reason, denied.msg, nil)
 	case errors.As(err, &limited):
