@@ -132,6 +132,10 @@ func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
 			BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
 		}, MinConnectTimeout: time.Second}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Second, Timeout: time.Second, PermitWithoutStream: true}),
+		// Fixed windows, as the server's (ServerOptions): no bandwidth
+		// pings, which the leader would answer on every round trip.
+		grpc.WithInitialWindowSize(streamWindow),
+		grpc.WithInitialConnWindowSize(connWindow),
 	}
 	c, err := grpc.NewClient(addr, append(opts, f.dialOpts...)...)
 	if err != nil {

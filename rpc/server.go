@@ -151,8 +151,22 @@ func ServerOptions() []grpc.ServerOption {
 	return append([]grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 500 * time.Millisecond, PermitWithoutStream: true}),
 		grpc.NumStreamWorkers(callWorkers),
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(connWindow),
 	}, textServerOptions()...)
 }
+
+// streamWindow and connWindow are the HTTP/2 flow-control windows the
+// server grants each call and each connection. Fixed windows turn off
+// gRPC's bandwidth estimator, which answers a connection's data with a ping
+// every round trip to size them: at a claim's few hundred bytes the windows
+// never fill, and the pings were a write and a read each (docs/PERFORMANCE.md).
+// Both are well above a link's bandwidth-delay product between zones (1 Gbit/s
+// over 2 ms is 250 KiB), so a backup's stream is not held back by them.
+const (
+	streamWindow = 4 << 20
+	connWindow   = 16 << 20
+)
 
 // callWorkers is about the calls a busy node has in flight at once.
 const callWorkers = 256
