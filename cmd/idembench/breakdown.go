@@ -29,7 +29,7 @@ type part struct {
 var parts = []part{
 	{"GC", []string{"runtime.gcBgMarkWorker", "runtime.gcAssistAlloc", "runtime.bgsweep", "runtime.bgscavenge", "runtime.gcDrain", "runtime.markroot"}},
 	{"raft log append + fsync", []string{"hashicorp/raft-wal", "cluster.(*guardedLogStore)", "raft-boltdb", "go.etcd.io/bbolt"}},
-	{"store (Pebble)", []string{"cockroachdb/pebble"}},
+	{"store (ours + Pebble)", []string{"cockroachdb/pebble", "idemnode/store."}},
 	{"state machine apply", []string{"raft.(*Raft).runFSM", "idemnode/fsm."}},
 	{"forwarding to the leader", []string{"idemnode/rpc.(*forward", "idemnode/rpc.forward", "idemnode/rpc.(*inflight)", "idemnode/rpc.(*Server).serveForwarded"}},
 	{"raft replication + transport", []string{"raft.(*Raft).replicate", "raft.(*NetworkTransport)", "raft.(*netPipeline)", "raft.(*Raft).processRPC", "raft.(*Raft).appendEntries", "raft.sendRPC", "raft.decodeResponse", "raft.(*Raft).heartbeat", "raft.(*Raft).pipeline"}},

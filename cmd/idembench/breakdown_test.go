@@ -18,7 +18,9 @@ func TestPartOf(t *testing.T) {
 	}{
 		// Pebble's work under the state machine's apply is the store's.
 		{[]string{"github.com/cockroachdb/pebble/v2.(*Batch).Set", "github.com/idemnode/idemnode/store.(*Store).Commit",
-			"github.com/idemnode/idemnode/fsm.(*Machine).commit", "github.com/hashicorp/raft.(*Raft).runFSM"}, "store (Pebble)"},
+			"github.com/idemnode/idemnode/fsm.(*Machine).commit", "github.com/hashicorp/raft.(*Raft).runFSM"}, "store (ours + Pebble)"},
+		{[]string{"runtime.mapassign_faststr", "github.com/idemnode/idemnode/store.(*buffer).note", "github.com/idemnode/idemnode/store.(*Store).Commit",
+			"github.com/idemnode/idemnode/fsm.(*Machine).commit", "github.com/hashicorp/raft.(*Raft).runFSM"}, "store (ours + Pebble)"},
 		{[]string{"runtime.mallocgc", "github.com/idemnode/idemnode/fsm.(*tx).applyClaim", "github.com/hashicorp/raft.(*Raft).runFSM"}, "state machine apply"},
 		// A mark assist is the collector's, wherever it ran.
 		{[]string{"runtime.scanobject", "runtime.gcDrainN", "runtime.gcAssistAlloc", "runtime.mallocgc",
