@@ -211,6 +211,13 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 			BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
 		}, MinConnectTimeout: time.Second}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 2 * time.Second, PermitWithoutStream: true}),
+		// Fixed flow-control windows turn off gRPC's bandwidth estimator,
+		// which pings the server every round trip while answers flow: a
+		// read and a write of the server's per ping, as many pings as
+		// calls at one call at a time. The answers are small (a record's
+		// response is at most about 1 MiB); so are the windows.
+		grpc.WithInitialWindowSize(1 << 20),
+		grpc.WithInitialConnWindowSize(2 << 20),
 	}
 	conn, err := grpc.NewClient(addr, append(opts, c.cfg.DialOptions...)...)
 	if err != nil {

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"sync"
@@ -42,7 +43,7 @@ func (l *PingListener) Accept() (net.Conn, error) {
 	return pc, nil
 }
 
-// pingConn copies what the server writes and reads to frame counters.
+// pingConn copies what one end writes and reads to frame counters.
 type pingConn struct {
 	net.Conn
 	written, read *io.PipeWriter
@@ -98,3 +99,33 @@ func countPings(wg *sync.WaitGroup, n *atomic.Int64, preface []byte) *io.PipeWri
 	}()
 	return w
 }
+
+// PingDialer dials like a grpc.WithContextDialer and counts the HTTP/2
+// PINGs, acks left out, on its connections: those the client writes
+// (ClientPings) and those the server sends it (ServerPings).
+type PingDialer struct {
+	server, client atomic.Int64
+	counting       sync.WaitGroup
+}
+
+// Dial opens a TCP connection to addr whose frames d counts.
+func (d *PingDialer) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	pc := &pingConn{Conn: c}
+	pc.written = countPings(&d.counting, &d.client, []byte(http2.ClientPreface))
+	pc.read = countPings(&d.counting, &d.server, nil)
+	return pc, nil
+}
+
+// ClientPings is how many PINGs the client sent so far.
+func (d *PingDialer) ClientPings() int64 { return d.client.Load() }
+
+// ServerPings is how many PINGs the server sent so far.
+func (d *PingDialer) ServerPings() int64 { return d.server.Load() }
+
+// Wait returns once every connection dialled so far is closed and its
+// frames are counted.
+func (d *PingDialer) Wait() { d.counting.Wait() }
