@@ -45,6 +45,25 @@ func TestWriteTable(t *testing.T) {
 	}
 }
 
+// TestWriteTableTwoPeers: each peer has its own row, with its own ratio.
+func TestWriteTableTwoPeers(t *testing.T) {
+	idem := writeLines(t, "idemnode.jsonl", `{"target":"idemnode","mode":"claim","clients":64,"ops_per_s":8000,"p50_ms":7,"p99_ms":21,"cpu":{"server_cores":1.2}}`)
+	etcd := writeLines(t, "etcd.jsonl", `{"target":"etcd","mode":"claim","clients":64,"ops_per_s":4000,"p50_ms":14,"p99_ms":43,"cpu":{"server_cores":1.4}}`)
+	redis := writeLines(t, "redis.jsonl", `{"target":"redis","label":"appendfsync=always","mode":"claim","clients":64,"ops_per_s":32000,"p50_ms":1.7,"p99_ms":5.5,"cpu":{"server_cores":0.64}}`)
+	var b strings.Builder
+	if err := writeTable(&b, []string{idem, etcd, redis}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| claim | 64 | 8000 | 7.00 | 21.00 | 150.0 | etcd | 4000 | 14.00 | 43.00 | 350.0 | 2.00 | yes | none |",
+		"| claim | 64 | 8000 | 7.00 | 21.00 | 150.0 | redis | 32000 | 1.70 | 5.50 | 20.0 | 0.25 | no | none |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
 func TestWriteTableWithoutPeer(t *testing.T) {
 	idem := writeLines(t, "idemnode.jsonl", `{"target":"idemnode","mode":"claim","clients":16,"ops_per_s":900,"p50_ms":1,"p99_ms":3}`)
 	var b strings.Builder
