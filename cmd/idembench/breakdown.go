@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -116,19 +114,19 @@ type breakdownRun struct {
 // readBreakdownDir reads the idemnode result lines of a bench.sh results
 // directory and the node profiles of each (cpu-<mode>-<clients>-node<i>.pprof).
 func readBreakdownDir(dir string) ([]breakdownRun, error) {
-	lines, err := readLabelled(filepath.Join(dir, "idemnode.jsonl"))
+	lines, err := readResults[labelledRow](filepath.Join(dir, "idemnode.jsonl"))
 	if err != nil {
 		return nil, err
 	}
 	var runs []breakdownRun
 	for _, l := range lines {
-		pattern := filepath.Join(dir, fmt.Sprintf("cpu-%s-%d-node*.pprof", l.row.Mode, l.row.Clients))
+		pattern := filepath.Join(dir, fmt.Sprintf("cpu-%s-%d-node*.pprof", l.Mode, l.Clients))
 		files, _ := filepath.Glob(pattern)
 		if len(files) == 0 {
 			continue
 		}
 		slices.Sort(files)
-		run := breakdownRun{row: l.row, label: l.label}
+		run := breakdownRun{row: l.tableRow, label: l.Label}
 		for _, f := range files {
 			fh, err := os.Open(f)
 			if err != nil {
@@ -149,39 +147,10 @@ func readBreakdownDir(dir string) ([]breakdownRun, error) {
 	return runs, nil
 }
 
+// labelledRow is a result line with its label (which setup ran).
 type labelledRow struct {
-	row   tableRow
-	label string
-}
-
-// readLabelled reads a results file's lines with their labels.
-func readLabelled(name string) ([]labelledRow, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, fmt.Errorf("read results: %w", err)
-	}
-	defer f.Close()
-	var out []labelledRow
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if !strings.HasPrefix(line, "{") {
-			continue
-		}
-		var l struct {
-			tableRow
-			Label string `json:"label"`
-		}
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
-		}
-		out = append(out, labelledRow{l.tableRow, l.Label})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	}
-	return out, nil
+	tableRow
+	Label string `json:"label"`
 }
 
 // writeBreakdown prints, per run, the CPU per request of every part on

@@ -159,29 +159,39 @@ func median(rs []tableRow) (*tableRow, int) {
 func readRows(files []string) ([]tableRow, error) {
 	var rows []tableRow
 	for _, name := range files {
-		f, err := os.Open(name)
+		got, err := readResults[tableRow](name)
 		if err != nil {
-			return nil, fmt.Errorf("read results: %w", err)
+			return nil, err
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for n := 1; sc.Scan(); n++ {
-			line := strings.TrimSpace(sc.Text())
-			if !strings.HasPrefix(line, "{") {
-				continue
-			}
-			var r tableRow
-			if err := json.Unmarshal([]byte(line), &r); err != nil {
-				f.Close()
-				return nil, fmt.Errorf("%s:%d: %w", name, n, err)
-			}
-			rows = append(rows, r)
-		}
-		err = sc.Err()
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", name, err)
-		}
+		rows = append(rows, got...)
 	}
 	return rows, nil
+}
+
+// readResults decodes the JSON objects of a results file into T, one per
+// line, skipping the lines that are not objects.
+func readResults[T any](name string) ([]T, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	defer f.Close()
+	var out []T
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
+		}
+		out = append(out, v)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return out, nil
 }
