@@ -218,12 +218,14 @@ bench_one() {
 	local mode=$1 clients=$2 dir rc=0 addrs pids
 	dir=$(mktemp -d "$WORK/run.XXXXXX")
 	start_cluster "$dir" || { stop_nodes; rm -rf "$dir"; return 1; }
-	local label="$NODES nodes, clients pinned round-robin"
+	local nodes="$NODES nodes"
+	((NODES == 1)) && nodes="1 node"
+	local label="$nodes, clients pinned round-robin"
 	addrs=$(printf '%s:7400,' "${IPS[@]}")
 	addrs=${addrs%,}
 	if [[ $CLIENTS_TO == leader ]]; then
 		addrs=$(leader_addr) || { stop_nodes; rm -rf "$dir"; return 1; }
-		label="$NODES nodes, every client on the leader"
+		label="$nodes, every client on the leader"
 	fi
 	pids=$(IFS=,; echo "${NODE_PIDS[*]}")
 	log "idemnode mode=$mode clients=$clients addrs=$addrs (server pids $pids)"
