@@ -115,7 +115,11 @@ func TestForwardLinkSendsNoBandwidthPings(t *testing.T) {
 			tc.call(t, ln.Addr().String(), 50)
 			g.Stop()
 			ln.Wait()
-			if got := ln.ClientPings(); (got > 0) != tc.wantPings {
+			// The link's keepalive pings after a second without a frame from
+			// the leader, which a loaded machine may reach once or twice
+			// between calls; the estimator pinged on every call.
+			got := ln.ClientPings()
+			if tc.wantPings && got == 0 || !tc.wantPings && got >= 50/5 {
 				t.Fatalf("the client sent %d pings over 50 calls; want pings: %v", got, tc.wantPings)
 			}
 		})
