@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -49,6 +50,12 @@ func (c *Client) call(ctx context.Context, r route, waitFor time.Duration, attem
 			return nil
 		}
 		if !retryable(ctx, err) {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) && passing(err) {
+				// The caller's deadline ended inside an attempt that found
+				// no node to answer: as unreachable as one ending in the
+				// backoff below, and said the same way.
+				return fmt.Errorf("%w: %w", ErrUnavailable, err)
+			}
 			return classify(err)
 		}
 		c.forget(addr)
@@ -75,20 +82,23 @@ func waitLeft(ctx context.Context, end time.Time, waits bool) time.Duration {
 
 // retryable reports whether err is worth another attempt within ctx.
 func retryable(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
-		return false
-	}
+	return ctx.Err() == nil && passing(err)
+}
+
+// passing reports whether err says the attempt reached no node that
+// answered, which another attempt may get past.
+func passing(err error) bool {
 	switch status.Code(err) {
 	case codes.Unavailable:
 		return true
 	case codes.DeadlineExceeded:
-		// The attempt's own timeout, not the caller's (ctx is alive): the
-		// node hung, another may answer.
+		// With the caller's ctx alive, the attempt's own timeout: the node
+		// hung, another may answer.
 		return true
 	case codes.Canceled:
-		// Not the caller's cancellation (ctx is alive): the connection was
-		// closed under the attempt, as when discovery finds an advertised
-		// address unreachable (reachable); the next attempt goes elsewhere.
+		// With the caller's ctx alive, the connection was closed under the
+		// attempt, as when discovery finds an advertised address
+		// unreachable (reachable); the next attempt goes elsewhere.
 		return true
 	}
 	return false

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -88,5 +89,38 @@ func TestCallGivesUpAtDeadline(t *testing.T) {
 	}
 	if elapsed := time.Since(start); elapsed > 2*time.Second {
 		t.Errorf("gave up after %s, want about the 500ms deadline", elapsed)
+	}
+}
+
+// TestCallGivesUpAtDeadlineInsideAnAttempt: a node that accepts the
+// connection and never answers holds the attempt until the caller's
+// deadline. That is as unreachable as a refused connection, and must say
+// ErrUnavailable like it: a consumer holds such a message instead of
+// handing it back at once (contrib/idemnats).
+func TestCallGivesUpAtDeadlineInsideAnAttempt(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // silent: no HTTP/2 settings, no answer
+		}
+	}()
+	c, err := New(Config{Addrs: []string{ln.Addr().String()}, AttemptTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = c.Claim(ctx, ID{Tenant: "t", Scope: "s", Key: "k"}, []byte("fp"))
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("claim of a silent node = %v, want ErrUnavailable", err)
 	}
 }
