@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -27,7 +28,7 @@ func (n *Node) runBootstrap(existing bool) {
 			// Done only once peers have heard it: until then they might
 			// still bootstrap a cluster of their own.
 			err := n.members.setInCluster(true)
-			if err == nil {
+			if err == nil || errors.Is(err, ErrShutdown) {
 				return
 			}
 			n.log.Warn("gossip that this node is in a cluster; retrying", "err", err)

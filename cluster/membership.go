@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"log/slog"
@@ -257,7 +258,7 @@ func (m *membership) setIdentity(cluster string, hasState bool) {
 	m.meta.Cluster, m.meta.State = cluster, hasState
 	m.mu.Unlock()
 	if changed {
-		if err := m.updateNode(5 * time.Second); err != nil {
+		if err := m.updateNode(5 * time.Second); err != nil && !errors.Is(err, ErrShutdown) {
 			m.log.Warn("gossip the cluster identity", "err", err)
 		}
 	}
@@ -342,11 +343,31 @@ func (m *membership) member(id string) (Member, bool) {
 }
 
 // updateNode gossips our metadata again, one call at a time, waiting up to
-// timeout for the broadcast to go out.
+// timeout for the broadcast to go out, or until shutdown. memberlist's
+// wait ends only at its timeout, and once shutdown has stopped the gossip
+// no broadcast goes out: Node.Close would wait for the whole timeout of
+// every loop caught in an update. The call goes on in the background
+// after shutdown until its timeout, holding updateMu, so no second call
+// overlaps it.
 func (m *membership) updateNode(timeout time.Duration) error {
-	m.updateMu.Lock()
-	defer m.updateMu.Unlock()
-	return m.list.UpdateNode(timeout)
+	updated := make(chan error, 1)
+	go func() {
+		m.updateMu.Lock()
+		defer m.updateMu.Unlock()
+		select {
+		case <-m.stop:
+			updated <- ErrShutdown
+			return
+		default:
+		}
+		updated <- m.list.UpdateNode(timeout)
+	}()
+	select {
+	case err := <-updated:
+		return err
+	case <-m.stop:
+		return ErrShutdown
+	}
 }
 
 // leave announces a graceful departure and stops gossiping: first the

@@ -6,6 +6,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/idemnode/idemnode/internal/testaddr"
+	"github.com/idemnode/idemnode/internal/testutil"
 )
 
 // TestBadGossipAdvertisePortIsRefused: a --gossip-advertise whose port is
@@ -45,4 +49,43 @@ func TestMetadataUpdatesDoNotRace(t *testing.T) {
 		go func() { defer wg.Done(); m.setIdentity(fmt.Sprintf("c%d", i), i%2 == 0) }()
 	}
 	wg.Wait()
+}
+
+// TestShutdownEndsAMetadataUpdate: memberlist waits for the broadcast of
+// an update until its timeout and has no way out on shutdown. A node that
+// is shutting down has stopped gossiping, so an update its identity or
+// bootstrap loop made then waited out the whole 5 s, and Node.Close waited
+// for both loops: a 3-node cluster sometimes took 10 s to stop.
+func TestShutdownEndsAMetadataUpdate(t *testing.T) {
+	addrs := testaddr.New(t)
+	x, err := newMembership(Config{NodeID: "x", GossipAddr: addrs.IP(1) + ":0", GossipProfile: "local"},
+		memberMeta{Version: 1, Raft: addrs.IP(1) + ":1"}, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := mustMembership(t, "y", addrs.IP(2)+":0", nil)
+	if _, err := x.list.Join([]string{y.list.LocalNode().Address()}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "x sees y", func() bool { return len(x.alive()) == 2 })
+	// The first half of a shutdown: gossip stops, the peer still looks
+	// alive, so the update waits for a broadcast that can no longer go out.
+	if err := x.list.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	updated := make(chan error, 1)
+	go func() { updated <- x.setInCluster(true) }()
+	stopped := make(chan error, 1)
+	go func() { stopped <- x.shutdown() }()
+	select {
+	case err := <-updated:
+		if err == nil {
+			t.Error("the update reported a broadcast that never went out")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the update still waits 2 s after the shutdown")
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
 }
