@@ -212,7 +212,42 @@ func (n *Node) openRaft() (bool, error) {
 			return false, fmt.Errorf("bootstrap: %w", err)
 		}
 	}
+	if err := n.campaignIfSoleVoter(); err != nil {
+		return false, err
+	}
 	return existing, nil
+}
+
+// campaignIfSoleVoter starts the election at once on a node that is the
+// only voter of its configuration: a one-node cluster, at its first start
+// or a restart, or the first node of one that others join. raft waits a
+// heartbeat timeout (1-2 s) for a leader before it campaigns, but nobody
+// else can lead a configuration of one voter, so the wait only keeps the
+// node from answering. Timing never decides safety in Raft; a voter that
+// campaigns early wins only what it would have won later.
+//
+// A shorter heartbeat timeout fires a follower's timer at once
+// (ReloadConfig); the usual one goes back straight after, before the node
+// could have a follower to time out on.
+func (n *Node) campaignIfSoleVoter() error {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("read the raft configuration: %w", err)
+	}
+	servers := f.Configuration().Servers
+	if len(servers) != 1 || servers[0].ID != raft.ServerID(n.cfg.NodeID) || servers[0].Suffrage != raft.Voter {
+		return nil
+	}
+	usual := n.raft.ReloadableConfig()
+	wake := usual
+	wake.HeartbeatTimeout = leaderLeaseTimeout // the shortest raft accepts
+	if err := n.raft.ReloadConfig(wake); err != nil {
+		return fmt.Errorf("campaign at once: %w", err)
+	}
+	if err := n.raft.ReloadConfig(usual); err != nil {
+		return fmt.Errorf("campaign at once: restore the heartbeat timeout: %w", err)
+	}
+	return nil
 }
 
 // termAtLeastStore raises the current term to the store's, if it is lower:
@@ -234,6 +269,10 @@ func (n *Node) termAtLeastStore() error {
 	return nil
 }
 
+// leaderLeaseTimeout is how long a leader leads without hearing from a
+// quorum.
+const leaderLeaseTimeout = 500 * time.Millisecond
+
 // logCacheEntries is how many recent log entries stay in memory: with one
 // entry in flight (commit.go) a handful is read back, and an entry is at
 // most maxBatchBytes, so the cache holds at most 256 MiB, usually well
@@ -254,7 +293,7 @@ func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
 	// Loopback and LAN clusters detect a dead leader in about a second.
 	rc.HeartbeatTimeout = 1000 * time.Millisecond
 	rc.ElectionTimeout = 1000 * time.Millisecond
-	rc.LeaderLeaseTimeout = 500 * time.Millisecond
+	rc.LeaderLeaseTimeout = leaderLeaseTimeout
 	rc.CommitTimeout = 20 * time.Millisecond
 	return rc
 }
