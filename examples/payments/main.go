@@ -90,6 +90,7 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	cluster := fs.String("cluster", "127.0.0.1:7400", "comma-separated gRPC addresses of idemnode nodes")
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP address to serve on")
 	wait := fs.Duration("wait", 5*time.Second, "how long a duplicate waits for the request in flight before 409")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long a call to the cluster may take, retries included, before the request fails")
 	caFile := fs.String("tls-ca", "", "dial the cluster over TLS, verifying it with this PEM CA")
 	certFile := fs.String("tls-cert", "", "dial the cluster over TLS, presenting this PEM client certificate")
 	keyFile := fs.String("tls-key", "", "the PEM key of -tls-cert")
@@ -107,7 +108,7 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(logOut, nil))
-	c, err := client.New(client.Config{Addrs: strings.Split(*cluster, ","), TransportCredentials: creds, Logger: log})
+	c, err := client.New(client.Config{Addrs: strings.Split(*cluster, ","), TransportCredentials: creds, Timeout: *timeout, Logger: log})
 	if err != nil {
 		return fmt.Errorf("idemnode client: %w", err)
 	}
